@@ -1,19 +1,13 @@
 """`select()`: validate → plan (no data) → resolve input → run the mechanism → Release."""
 from __future__ import annotations
 
-import secrets
-
-import duckdb
-
 from . import mechanisms
-from .errors import InvalidParameter
+from .lifecycle import open_run
 from .mechanisms.base import Round
 from .privacy.budget import make_budget
 from .privacy.calibration import _check_max_contributions
 from .release import Release, Spent
 from .rng import Randomness
-from .run import RunContext
-from .source import check_nulls, resolve
 
 
 def algorithms() -> list[dict]:
@@ -32,8 +26,6 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     `_on_plan(budgets, input)` (internal, for Session) runs once the input is resolved and before
     any data is read; raising there aborts the release.
     """
-    if not isinstance(con, duckdb.DuckDBPyConnection):
-        raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
     mech = mechanisms.get(algo)
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech.check_budget(budget)
@@ -42,17 +34,10 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     plan = mech.plan(budget, max_contributions, params)        # all σ and T before data is read
     randomness = Randomness(seed)
     run_params = params | {"max_contributions": max_contributions}
-
-    run_id = secrets.token_hex(6)
-    source = resolve(con, table, user_col, item_col, run_id)   # unregisters its view on failure
-    ctx = RunContext(con, source, randomness, run_id)
-    try:
-        if _on_plan is not None:
-            _on_plan([p.budget for p in plan], source.description)
-        check_nulls(con, source)
-        table_out, rounds = mech.run(ctx, plan, run_params)
-    finally:
-        ctx.close()
+    with open_run(con, table, user_col, item_col, randomness, budgets=[p.budget for p in plan],
+                  on_plan=_on_plan) as stages:
+        source = stages.ctx.source
+        table_out, rounds = mech.run(stages, plan, run_params)
     spent = Spent.of([r.budget for r in rounds])
     return Release(items=con.from_arrow(table_out), algo=mech.name, citation=mech.citation, budget=budget,
                    spent=spent, rounds=rounds, seeded=randomness.seeded, max_contributions=max_contributions,

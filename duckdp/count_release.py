@@ -11,7 +11,7 @@ count gets N(0, σ²) with σ > 2/ε, which is 1/(2σ²)-zCDP (Thm 2). The loop 
 and a step costs at most ε²/8 + ε²/8, so the release is δ-approximate ρ-zCDP (Thm 6) — the
 guarantee is the filter's (ρ, δ), reported as `spent`; the ledger records every actual charge.
 
-DuckDB computes the k̄ + 1 largest counts once (sql/count_release.sql); the loop runs in numpy
+The engine computes the k̄ + 1 largest counts once (stage top_counts; sql/pcr_top_counts.sql); the loop runs in numpy
 over that cached table. Removing found keys from the cache is Alg. 1 on the histogram without
 them with k̄' = k̄ − m: its top k̄' are the remaining cached keys and its (k̄'+1)-th count is
 still c_(k̄+1); the threshold keeps log(k̄/δ*) ≥ log(k̄'/δ*), so it is at least Thm 4's.
@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import math
 import numbers
-import secrets
 from dataclasses import dataclass, field
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -37,8 +35,7 @@ from .privacy.budget import ZCDP, make_budget
 from .privacy.calibration import _up
 from .release import Release, Spent
 from .rng import Randomness
-from .run import RunContext
-from .source import check_nulls, resolve
+from .lifecycle import open_run
 
 CITATION = ("Rogers, Private Count Release (2024), Alg. 1–2, Thm 4–6; "
             "Unknown-Domain Gumbel: Durfee & Rogers, NeurIPS 2019")
@@ -204,8 +201,6 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
     reproducible (tests and demos; the release says it was seeded). `_on_plan(budgets, input)`
     (internal, for Session) runs once the input is resolved and before any data is read.
     """
-    if not isinstance(con, duckdb.DuckDBPyConnection):
-        raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
     budget = make_budget(rho=rho, delta=delta)
     params = {"initial_epsilon": _check_real("initial_epsilon", initial_epsilon, 0.0),
               "delta_per_call": _check_real("delta_per_call", delta_per_call, 0.0, 1.0),
@@ -217,20 +212,16 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
         raise InvalidParameter(f"delta={delta!r} must exceed delta_per_call={delta_per_call!r} (Rogers Alg. 2)")
     randomness = Randomness(seed)
 
-    run_id = secrets.token_hex(6)
-    source = resolve(con, table, user_col, item_col, run_id)     # unregisters its view on failure
-    ctx = RunContext(con, source, randomness, run_id)
-    try:
+
+    def check_columns(source) -> None:
         clash = sorted(set(source.key_names) & set(_OUTPUT_COLUMNS))
         if clash:
             raise SchemaError(f"item_col {clash} collides with the output columns {list(_OUTPUT_COLUMNS)}; rename it")
-        if _on_plan is not None:
-            _on_plan([budget], source.description)
-        check_nulls(con, source)
-        idents = {k: v for k, v in ctx.base_idents().items() if k != "key_output"}
-        top = ctx.arrow("count_release", idents, {"top": params["kbar"] + 1, "tie_salt": randomness.salt()})
-    finally:
-        ctx.close()
+
+    with open_run(con, table, user_col, item_col, randomness, budgets=[budget], on_plan=_on_plan,
+                  check_source=check_columns) as stages:
+        source = stages.ctx.source
+        top = stages.top_counts(params["kbar"] + 1)
     counts = top.column("_dp_count").to_numpy().astype(np.float64)
     next_count = float(counts[params["kbar"]]) if counts.size > params["kbar"] else 0.0
     result = private_count_release(counts[:params["kbar"]], next_count, budget, randomness, **params)

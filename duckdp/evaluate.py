@@ -8,14 +8,12 @@ al. ICML 2025 and Dick et al. ICLR 2026) and the release rate by key frequency.
 """
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from .errors import InvalidParameter, SchemaError
-from .source import check_nulls, resolve
-from .templates import quote_ident
+from .lifecycle import open_run
 
 # Key-frequency buckets in distinct users: (label, lowest, highest or None).
 BUCKETS = (("1", 1, 1), ("2–4", 2, 4), ("5–9", 5, 9), ("10–49", 10, 49), ("50–99", 50, 99),
@@ -67,40 +65,12 @@ def evaluate(con, table, release, *, user_col: str = "user_id", item_col: str | 
     wanted = key_names if item_col is None else ([item_col] if isinstance(item_col, str) else list(item_col))
     if len(wanted) != len(key_names):
         raise InvalidParameter(f"item_col {wanted!r} must have as many columns as the release's keys {key_names!r}")
-    run_id = secrets.token_hex(6)
-    source = resolve(con, table, user_col, wanted, run_id)
-    view, registered = f"_duckdp_{run_id}_released", False
-    try:
-        check_nulls(con, source)
+    with open_run(con, table, user_col, wanted) as stages:
         missing = [k for k in key_names if k not in released.column_names]
         if missing:
             raise SchemaError(f"the release has no key column(s) {missing}")
-        con.register(view, released.select(key_names))
-        registered = True
-        keys = [f"_dp_k{i}" for i in range(len(key_names))]
-        select = ", ".join(f"{src} AS {k}" for src, k in zip(source.keys, keys))
-        released_select = ", ".join(f"{quote_ident(n)} AS {k}" for n, k in zip(key_names, keys))
-        match = " AND ".join(f"f.{k} = r.{k}" for k in keys)
-        query = f"""
-WITH pairs AS (      -- distinct (user, key) entries
-  SELECT DISTINCT {source.user} AS _dp_user, {select} FROM {source.sql}
-), freq AS (         -- each key's number of distinct users
-  SELECT {', '.join(keys)}, count(*) AS _dp_users FROM pairs GROUP BY ALL
-), released AS (     -- the release's distinct keys
-  SELECT DISTINCT {released_select}, true AS _dp_hit FROM {quote_ident(view)}
-), marked AS (       -- every true key with its bucket and whether it was released
-  SELECT _dp_users, {_bucket_case('_dp_users')} AS _dp_bucket, coalesce(r._dp_hit, false) AS _dp_released
-  FROM freq f LEFT JOIN released r ON {match}
-)
-SELECT _dp_bucket, count(*), count(*) FILTER (WHERE _dp_released),
-       sum(_dp_users), coalesce(sum(_dp_users) FILTER (WHERE _dp_released), 0)
-FROM marked GROUP BY _dp_bucket ORDER BY _dp_bucket"""
-        counts = {row[0]: [int(v) for v in row[1:]] for row in con.sql(query).fetchall()}
-    finally:
-        if registered:
-            con.unregister(view)
-        if source.registered:
-            con.unregister(source.registered)
+        counts = {row[0]: [int(v) for v in row[1:]] for row in stages.frequency_buckets(released.select(key_names),
+                                                                                      _bucket_case("_dp_users"))}
     rows = [counts.get(i, [0, 0, 0, 0]) for i in range(len(BUCKETS))]
     by_frequency = pa.table({
         "bucket": pa.array([b[0] for b in BUCKETS], pa.string()),

@@ -25,7 +25,7 @@ class RunContext:
         self.run_id = run_id or secrets.token_hex(6)
         self.noise = NoiseFunctions(con, randomness, self.run_id)
         self._temps: list[str] = []
-        self.cache: dict = {}       # per-run values mechanisms compute once (e.g. truncation passes)
+        self._views: list[str] = []
 
     # -- SQL fragments built from quoted identifiers only -------------------------------------
     @property
@@ -75,6 +75,30 @@ class RunContext:
     def arrow(self, template: str, idents: dict[str, str], params: dict) -> pa.Table:
         return self.sql(template, idents, params).to_arrow_table()
 
+    def fetch(self, template: str, idents: dict[str, str], params: dict) -> list[tuple]:
+        """Execute `template` and return its result rows (e.g. an INSERT's row count)."""
+        text, bound = self.render(template, idents, params)
+        return self.con.execute(text, bound).fetchall()
+
+    def reader(self, template: str, idents: dict[str, str], params: dict, batch_rows: int):
+        """A streaming Arrow reader over `template`'s result (the caller closes it)."""
+        return self.sql(template, idents, params).to_arrow_reader(batch_rows)
+
+    def scalar(self, sql: str):
+        """The single value of a query duckdp wrote itself (quoted identifiers, no values)."""
+        return self.con.sql(sql).fetchall()[0][0]
+
+    def register(self, stage: str, table: pa.Table) -> str:
+        """Register an Arrow table as a run-unique view (quoted name), unregistered in `close()`."""
+        name = f"_duckdp_{self.run_id}_{stage}{len(self._views)}"
+        self.con.register(name, table)
+        self._views.append(name)
+        return quote_ident(name)
+
+    def drop(self, table: str) -> None:
+        """Drop one of this run's TEMP tables early (frees memory and spill before the next stage)."""
+        self.con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")
+
     def close(self) -> None:
         """Drop TEMP tables, remove UDFs and unregister the input view, whatever happened."""
         for name in reversed(self._temps):
@@ -83,6 +107,12 @@ class RunContext:
             except Exception:
                 pass
         self._temps.clear()
+        for view in self._views:
+            try:
+                self.con.unregister(view)
+            except Exception:
+                pass
+        self._views.clear()
         self.noise.close()
         if self.source.registered:
             try:

@@ -93,8 +93,8 @@ class Mechanism(ABC):
         """Every round's budget, noise scale and threshold, computed without data."""
 
     @abstractmethod
-    def run(self, ctx, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
-        """Execute on `ctx` (a RunContext); return the released keys and the executed rounds."""
+    def run(self, stages, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
+        """Compose the engine's `stages` (duckdp/stages); return the released keys and the executed rounds."""
 
     def describe(self) -> dict:
         return {"name": self.name, "aliases": list(self.aliases), "citation": self.citation,

@@ -9,7 +9,6 @@ keyed-hash subsample); the weighted versions add 1/√|W̄| (ℓ2 sensitivity 1,
 from __future__ import annotations
 
 import math
-import re
 
 from ..privacy.budget import EpsDelta
 from ..privacy.calibration import (analytic_gaussian_sigma, constant_novelty, gaussian_threshold,
@@ -40,54 +39,11 @@ def laplace_round(budget: EpsDelta, max_contributions: int, sensitivity: float =
     return RoundPlan(budget, "laplace", scale, laplace_threshold(scale, budget.delta, max_contributions, novelty))
 
 
-def pairs_query(ctx) -> tuple[str, dict]:
-    """SQL of the input's distinct (user, key) pairs under internal names."""
-    base = ctx.base_idents()
-    return ctx.render("pairs", {k: base[k] for k in ("source", "user", "key_select")}, {})
-
-
-# Memory one source row needs in one truncation pass (measured: 30M rows in 8 passes fit 600 MB).
-_BYTES_PER_ROW_PASS = 200
-_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
-          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-
-
-def truncation_passes(ctx) -> int:
-    """How many user-hash partitions truncation needs so each window fits DuckDB's memory limit.
-
-    Only tables have a row estimate without a scan; other inputs (and tables that fit) use 1.
-    """
-    if "passes" not in ctx.cache:
-        rows = ctx.source.estimated_rows or 0
-        (limit,), = ctx.con.sql("SELECT current_setting('memory_limit')").fetchall()
-        m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", str(limit))
-        budget = float(m.group(1)) * _UNITS[m.group(2)] if m and m.group(2) in _UNITS else 0
-        ctx.cache["passes"] = max(1, math.ceil(rows * _BYTES_PER_ROW_PASS / budget)) if budget else 1
-    return ctx.cache["passes"]
-
-
-def weights_query(ctx, max_contributions: int, exponent: float, pairs: str | None = None) -> tuple[str, dict]:
-    """SQL (and bound values) of the per-key weights (keys, _dp_w) over `pairs` (default: the
-    input's distinct pairs), truncated to Δ0 per user with a fresh salt.
-
-    Large tables (truncation_passes > 1) are truncated in user-hash partitions into TEMP tables
-    first: the same kept keys and weights, each window within the memory limit.
-    """
-    if pairs is None:
-        pairs, _ = pairs_query(ctx)
-    params = {"max_contributions": max_contributions, "exponent": exponent, "trunc_salt": ctx.randomness.salt()}
-    passes = truncation_passes(ctx)
-    if passes == 1:
-        return ctx.render("weights", {"pairs": pairs, "keys": ctx.key_aliases}, params)
-    sized, bounded = ctx.temp_table("sized"), ctx.temp_table("bounded")
-    ctx.execute("truncate_sized", {"sized": sized, "pairs": pairs}, {})
-    light = {k: params[k] for k in ("max_contributions", "exponent")}
-    ctx.execute("truncate_light", {"bounded": bounded, "sized": sized, "keys": ctx.key_aliases}, light)
-    for part in range(passes):
-        ctx.execute("truncate_heavy", {"bounded": bounded, "sized": sized, "keys": ctx.key_aliases},
-                    params | {"nparts": passes, "part": part})
-    ctx.con.execute(f"DROP TABLE temp.main.{sized}")     # free its memory and spill before noising
-    return ctx.render("truncate_weights", {"bounded": bounded, "keys": ctx.key_aliases}, {})
+def basic_weights(stages, max_contributions: int, exponent: float, pairs=None):
+    """Per-key weights (keys, _dp_w) of `pairs` (default: the input's distinct pairs), truncated
+    to Δ0 per user with a fresh salt: the pairs → truncate → weights stages every Basic round shares."""
+    pairs = stages.pairs() if pairs is None else pairs
+    return stages.weights(stages.truncate(stages.sized(pairs), max_contributions), exponent)
 
 
 def release_query(ctx, weights: tuple[str, dict], plan: RoundPlan, key_output: str) -> tuple[str, dict]:
@@ -99,19 +55,14 @@ def release_query(ctx, weights: tuple[str, dict], plan: RoundPlan, key_output: s
     return ctx.render("basic", idents, params)
 
 
-def run_basic_round(ctx, plan: RoundPlan, max_contributions: int, exponent: float):
-    """Noise and threshold the weights once; return the released keys as an Arrow table."""
-    text, params = release_query(ctx, weights_query(ctx, max_contributions, exponent), plan, ctx.key_output)
-    return ctx.con.sql(text, params=params).to_arrow_table()
-
-
 class _Basic(Mechanism):
     exponent: float
 
-    def run(self, ctx, plan, params):
+    def run(self, stages, plan, params):
         (round_plan,) = plan
-        table = run_basic_round(ctx, round_plan, params["max_contributions"], self.exponent)
-        return table, [Round.from_plan(0, round_plan, table.num_rows)]
+        weights = basic_weights(stages, params["max_contributions"], self.exponent)
+        table = stages.output(stages.release(weights, round_plan))
+        return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
 
 
 class WeightedGaussian(_Basic):

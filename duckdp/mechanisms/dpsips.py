@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import InvalidParameter
 from ..privacy.budget import split_exact
 from .base import Mechanism, Param, Round, RoundPlan
-from .basic import gaussian_round, pairs_query, release_query, weights_query
+from .basic import basic_weights, gaussian_round
 
 
 def _check_iterations(value) -> int:
@@ -70,41 +70,23 @@ class DPSIPS(Mechanism):
             plans.append(rp)
         return plans
 
-    def run(self, ctx, plan, params):
+    def run(self, stages, plan, params):
         max_contributions = params["max_contributions"]
-        pairs, released = setup_tables(ctx)
+        pairs = stages.store(stages.pairs(), "pairs")           # distinct pairs, read from the input once
+        released = stages.empty_keys(pairs)                     # P_0 ∪ … ∪ P_{i−1}
         rounds = []
         for i, round_plan in enumerate(plan[:-1]):
-            selected, bound = round_query(ctx, pairs, released, round_plan, max_contributions, ctx.key_aliases)
-            text, bound = ctx.render("dpsips_store", {"released": released, "selected": selected}, bound)
-            (count,), = ctx.con.execute(text, bound).fetchall()
-            rounds.append(Round.from_plan(i, round_plan, int(count)))
-        last, bound = round_query(ctx, pairs, released, plan[-1], max_contributions, ctx.key_output)
-        table = ctx.sql("dpsips_output", {"released": released, "key_output": ctx.key_output, "last": last},
-                        bound).to_arrow_table()
+            released, count = stages.append(released, round_keys(stages, pairs, released, round_plan,
+                                                                  max_contributions))
+            rounds.append(Round.from_plan(i, round_plan, count))
+        last = round_keys(stages, pairs, released, plan[-1], max_contributions)
+        table = stages.output(stages.union(released, last))   # the last round's keys are never stored
         stored = sum(r.released for r in rounds)
-        rounds.append(Round.from_plan(len(plan) - 1, plan[-1], table.num_rows - stored))
+        rounds.append(Round.from_plan(len(plan) - 1, plan[-1], stages.num_rows(table) - stored))
         return table, rounds
 
 
-def setup_tables(ctx) -> tuple[str, str]:
-    """Create the run's TEMP tables: distinct pairs (read once) and the empty released-keys set."""
-    pairs, released = ctx.temp_table("pairs"), ctx.temp_table("released")
-    distinct, _ = pairs_query(ctx)
-    ctx.execute("dpsips_pairs", {"pairs": pairs, "released": released, "distinct": distinct,
-                                 "keys": ctx.key_aliases}, {})
-    return pairs, released
-
-
-def round_weights_query(ctx, pairs: str, released: str, max_contributions: int) -> tuple[str, dict]:
-    """SQL of one round's weights: Basic 1/√|W̄| weights over the pairs whose key is not yet
-    released (Alg. 3 line 9), re-truncated to Δ0 with a fresh salt."""
-    remaining, _ = ctx.render("dpsips_remaining", {"pairs": pairs, "released": released,
-                                                   "match": ctx.key_match("p", "r")}, {})
-    return weights_query(ctx, max_contributions, 0.5, remaining)
-
-
-def round_query(ctx, pairs: str, released: str, plan: RoundPlan, max_contributions: int,
-                key_output: str) -> tuple[str, dict]:
-    """SQL of one round's newly released keys: its weights, fresh noise and its threshold."""
-    return release_query(ctx, round_weights_query(ctx, pairs, released, max_contributions), plan, key_output)
+def round_keys(stages, pairs, released, plan: RoundPlan, max_contributions: int):
+    """One round's newly released keys: Basic 1/√|W̄| weights over the pairs whose key is not yet
+    released (Alg. 3 line 9), re-truncated to Δ0 with a fresh salt, fresh noise, the round's threshold."""
+    return stages.release(basic_weights(stages, max_contributions, 0.5, stages.remove(pairs, released)), plan)

@@ -12,21 +12,19 @@ removing O1 and keys whose round-1 upper bound is below T2, with biases from rou
 each round is Thm 3.3, basic composition gives the total (Thm 5.1). zCDP budgets use the same
 structure with (αρ, αδ) / ((1−α)ρ, (1−α)δ) and the zCDP calibration of Basic.
 
-Each stage is SQL: sql/mad_pairs.sql (distinct pairs with each user's key count) and
-sql/mad_bounded.sql / mad2r_bounded.sql + mad2r_biased.sql (user vectors), both materialised;
-sql/mad_weights.sql (stages 1–4); sql/basic.sql (noise and threshold); sql/mad2r_screen.sql (round-1
-noisy weights and round-2 preprocessing, storing only the keys released, removed or biased).
+Stages (duckdp/stages; DuckDB SQL in brackets): the shared pairs → sized → truncate stages
+[stage_*.sql], stored user vectors [mad_vectors.sql; round 2: mad2r_remaining.sql, mad2r_vectors.sql,
+mad2r_biased.sql], MAD stages 1–4 [mad_weights.sql], noise and threshold [basic.sql], and MAD2R's
+screen between the rounds [mad2r_screen.sql: round-1 noisy weights and round-2 preprocessing,
+storing only the keys released, removed or biased].
 """
 from __future__ import annotations
-
-import pyarrow as pa
 
 from ..privacy.budget import split_exact
 from ..privacy.mad import (adaptive_threshold, biased_novelty, check_beta_max, check_beta_min, check_confidence,
                            check_degree, check_degrees, check_excess, check_split, reroute_fraction)
 from .base import Mechanism, Param, Round, RoundPlan
 from .basic import gaussian_round
-from .basic import release_query as basic_release_query
 
 _SHARED = (
     Param("adaptive_excess", 3.0, "b in the adaptive threshold τ = T + b·σ (spec §5)", check_excess),
@@ -51,42 +49,10 @@ def _mad_round(budget, max_contributions: int, params: dict, beta_min: float = 1
     return plan
 
 
-def distinct_pairs(ctx, target: str) -> None:
-    """Create TEMP table `target`: the input's distinct (user, key) pairs with each user's key count
-    `_dp_size` (read once; the input is only read)."""
-    base = ctx.base_idents()
-    ctx.execute("mad_pairs", {"target": target, "source": base["source"], "user": base["user"],
-                              "key_select": base["key_select"]}, {})
-
-
-def unbiased_vectors(ctx, target: str, pairs: str, max_contributions: int) -> None:
-    """Create TEMP table `target`: kept (user, key) pairs with d_u and w^u_i = 1/√d_u (§2 step 1, §4)."""
-    ctx.execute("mad_bounded", {"target": target, "pairs": pairs, "keys": ctx.key_aliases},
-                {"max_contributions": max_contributions, "trunc_salt": ctx.randomness.salt()})
-
-
-def biased_vectors(ctx, target: str, pairs: str, status: str, max_contributions: int, beta_min: float,
-                   beta_max: float) -> None:
-    """Create TEMP table `target`: round-2 pairs (keys of `status` rows have `_dp_round2`, the others
-    stay), re-cut to Δ0, with the UserWeights vector of the keys' `_dp_beta` biases (§4, §6): 1/√d for
-    users without a bias below 1, water-filling for the rest."""
-    ctx.execute("mad2r_bounded", {"target": target, "pairs": pairs, "keys": ctx.key_aliases, "status": status},
-                {"max_contributions": max_contributions, "trunc_salt": ctx.randomness.salt(), "beta_min": beta_min})
-    ctx.execute("mad2r_biased", {"target": target, "keys": ctx.key_aliases, "match": ctx.key_match("t", "s")},
-                {"beta_max": beta_max})
-
-
-def weights_query(ctx, bounded: str, plan: RoundPlan) -> tuple[str, dict]:
-    """SQL (keys, _dp_w) of MAD's pre-noise weights over user vectors `bounded` (§5 stages 1–4)."""
-    x = plan.extra
-    return ctx.render("mad_weights", {"bounded": bounded, "keys": ctx.key_aliases},
-                      {"min_degree": x["min_degree"], "max_degree": x["max_degree"], "tau": x["tau"],
-                       "reroute": x["reroute"]})
-
-
-def release_query(ctx, bounded: str, plan: RoundPlan) -> tuple[str, dict]:
-    """SQL of the keys whose MAD weight plus fresh noise clears T (§2 step 5, via sql/basic.sql)."""
-    return basic_release_query(ctx, weights_query(ctx, bounded, plan), plan, ctx.key_output)
+def unbiased_vectors(stages, pairs, max_contributions: int):
+    """Stored kept (user, key) pairs with d_u and w^u_i = 1/√d_u (§2 step 1, §4), from the stored
+    sized pairs, truncated to Δ0 with a fresh salt."""
+    return stages.mad_vectors(stages.truncate(pairs, max_contributions))
 
 
 class Mad(Mechanism):
@@ -101,14 +67,12 @@ class Mad(Mechanism):
     def plan(self, budget, max_contributions, params):
         return [_mad_round(budget, max_contributions, params, requested_f=params["reroute_fraction"])]
 
-    def run(self, ctx, plan, params):
+    def run(self, stages, plan, params):
         (round_plan,) = plan
-        pairs, bounded = ctx.temp_table("pairs"), ctx.temp_table("bounded")
-        distinct_pairs(ctx, pairs)
-        unbiased_vectors(ctx, bounded, pairs, params["max_contributions"])
-        text, bound = release_query(ctx, bounded, round_plan)
-        table = ctx.con.sql(text, params=bound).to_arrow_table()
-        return table, [Round.from_plan(0, round_plan, table.num_rows)]
+        pairs = stages.store(stages.sized(stages.pairs()), "pairs")     # read from the input once
+        vectors = unbiased_vectors(stages, pairs, params["max_contributions"])
+        table = stages.output(stages.release(stages.mad_weights(vectors, round_plan), round_plan))
+        return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
 
 
 class Mad2R(Mechanism):
@@ -133,25 +97,17 @@ class Mad2R(Mechanism):
         plan2.extra.update(lower=params["c_lower"] * plan1.scale, upper=params["c_upper"] * plan1.scale)
         return [plan1, plan2]
 
-    def run(self, ctx, plan, params):
+    def run(self, stages, plan, params):
         plan1, plan2 = plan
         max_contributions = params["max_contributions"]
-        pairs, bounded1, status, bounded2 = (ctx.temp_table(t) for t in ("pairs", "bounded1", "status", "bounded2"))
-        distinct_pairs(ctx, pairs)
-        unbiased_vectors(ctx, bounded1, pairs, max_contributions)
-        weighted, bound = weights_query(ctx, bounded1, plan1)
-        text, bound = ctx.render(
-            "mad2r_screen", {"target": status, "pairs": pairs, "keys": ctx.key_aliases, "weighted": weighted,
-                             "noise": ctx.noise.name(plan1.noise)},
-            bound | {"scale": plan1.scale, "noise_salt": ctx.randomness.salt(), "threshold": plan1.threshold,
-                     "threshold2": plan2.threshold, "tau2": plan2.extra["tau"], "lower": plan2.extra["lower"],
-                     "upper": plan2.extra["upper"], "max_contributions": max_contributions})
-        ctx.con.execute(text, bound)
-        ctx.con.execute(f"DROP TABLE temp.main.{bounded1}")                    # free memory before round 2
-        first = ctx.arrow("mad2r_released", {"status": status, "key_output": ctx.key_output}, {})
-        biased_vectors(ctx, bounded2, pairs, status, max_contributions, plan2.extra["beta_min"],
-                       plan2.extra["beta_max"])
-        text, bound = release_query(ctx, bounded2, plan2)
-        second = ctx.con.sql(text, params=bound).to_arrow_table()
-        table = pa.concat_tables([first, second.cast(first.schema)])
-        return table, [Round.from_plan(0, plan1, first.num_rows), Round.from_plan(1, plan2, second.num_rows)]
+        pairs = stages.store(stages.sized(stages.pairs()), "pairs")     # read from the input once
+        vectors1 = unbiased_vectors(stages, pairs, max_contributions)
+        status = stages.mad2r_screen(pairs, vectors1, plan1, plan2, max_contributions)
+        stages.drop(vectors1)                                            # free memory before round 2
+        first = stages.output(stages.mad2r_released(status))
+        vectors2 = stages.mad2r_vectors(pairs, status, max_contributions, plan2.extra["beta_min"],
+                                        plan2.extra["beta_max"])
+        second = stages.output(stages.release(stages.mad_weights(vectors2, plan2), plan2))
+        table = stages.concat([first, second])
+        return table, [Round.from_plan(0, plan1, stages.num_rows(first)),
+                       Round.from_plan(1, plan2, stages.num_rows(second))]

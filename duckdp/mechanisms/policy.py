@@ -7,8 +7,8 @@ differentially private set union" (AAAI 2022), as described in DP-SIPS §3.2.2.
 Each user's update depends on every earlier user, so this cannot be one SQL query. DuckDB prepares
 the data (pairs, truncation, dense item ids, per-user lists in keyed-hash user order) and streams
 the lists in Arrow batches to a numpy loop over one weight array indexed by item id; the final
-histogram goes back to DuckDB for keyed noise and the threshold (sql/basic.sql), so seeded runs
-are reproducible and the noise is the same code as the Basic mechanisms'.
+histogram goes back to the engine for keyed noise and the threshold (the shared release stage), so
+seeded runs are reproducible and the noise is the same code as the Basic mechanisms'.
 """
 from __future__ import annotations
 
@@ -18,14 +18,12 @@ import sys
 from typing import Callable
 
 import numpy as np
-import pyarrow as pa
 
 from ..errors import InvalidParameter
 from ..privacy.budget import EpsDelta
 from ..privacy.calibration import laplace_threshold, weighted_l1_novelty
-from ..templates import quote_ident
 from .base import Mechanism, Param, Round, RoundPlan
-from .basic import gaussian_round, laplace_round, release_query
+from .basic import gaussian_round, laplace_round
 from .policy_updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
 
 BATCH_USERS = 8192   # users per Arrow batch: bounds memory to the histogram plus one batch
@@ -59,25 +57,6 @@ class _Progress:
         sys.stderr.write("\n")
 
 
-def prepare(ctx, counted: bool, max_contributions: int) -> tuple[str, str, int]:
-    """Build the TEMP pairs and items tables; return their names and the number of items.
-
-    `counted` (GW): keep every (user, key) with its row count, no truncation; otherwise distinct
-    pairs truncated to Δ0 keys per user by keyed hash.
-    """
-    pairs, items = ctx.temp_table("pairs"), ctx.temp_table("items")
-    base = ctx.base_idents()
-    idents = {"pairs": pairs, "source": base["source"], "user": base["user"], "key_select": base["key_select"]}
-    if counted:
-        ctx.execute("gw_pairs", idents, {})
-    else:
-        ctx.execute("policy_pairs", idents | {"keys": base["keys"]},
-                    {"max_contributions": max_contributions, "trunc_salt": ctx.randomness.salt()})
-    ctx.execute("policy_items", {"items": items, "pairs": pairs, "keys": base["keys"]}, {})
-    n_items = ctx.con.sql(f"SELECT count(*) FROM {items}").fetchall()[0][0]
-    return pairs, items, n_items
-
-
 def update_loop(batches, n_items: int, update, gamma: float, progress: _Progress | None = None) -> np.ndarray:
     """Run `update` for each user's item-id list, in stream order, on one weight array."""
     weights = np.zeros(n_items, dtype=np.float64)
@@ -95,16 +74,11 @@ def update_loop(batches, n_items: int, update, gamma: float, progress: _Progress
     return weights
 
 
-def sequential_histogram(ctx, update, gamma: float, counted: bool, max_contributions: int) -> tuple[np.ndarray, str]:
-    """The policy histogram as a weight array by item id, and the TEMP items table mapping ids to keys."""
-    pairs, items, n_items = prepare(ctx, counted, max_contributions)
-    progress = None
-    if sys.stderr.isatty():
-        users = ctx.con.sql(f"SELECT count(DISTINCT _dp_user) FROM {pairs}").fetchall()[0][0]
-        progress = _Progress(users, "duckdp")
-    params = {"order_salt": ctx.randomness.salt(), "tie_salt": ctx.randomness.salt()}
-    reader = ctx.sql("policy_lists", {"pairs": pairs, "items": items, "keys": ctx.key_aliases},
-                     params).to_arrow_reader(BATCH_USERS)
+def sequential_histogram(stages, update, gamma: float, counted: bool, max_contributions: int):
+    """The policy histogram as a weight array by item id, and the stored items frame mapping ids to keys."""
+    pairs, items, n_items = stages.policy_pairs(counted, max_contributions)
+    progress = _Progress(stages.count_users(pairs), "duckdp") if sys.stderr.isatty() else None
+    reader = stages.policy_lists(pairs, items, BATCH_USERS)
     try:
         weights = update_loop(reader, n_items, update, gamma, progress)
     finally:
@@ -112,29 +86,16 @@ def sequential_histogram(ctx, update, gamma: float, counted: bool, max_contribut
     return weights, items
 
 
-def release(ctx, plan: RoundPlan, weights: np.ndarray, items: str) -> pa.Table:
-    """Noise the histogram's support with keyed noise and keep the keys at or above the threshold."""
-    view = f"_duckdp_{ctx.run_id}_weights"
-    ctx.con.register(view, pa.table({"_dp_item": np.arange(len(weights), dtype=np.int64), "_dp_w": weights}))
-    try:
-        weighted = ctx.render("policy_weights", {"weights": quote_ident(view), "items": items,
-                                                  "keys": ctx.key_aliases}, {})
-        text, params = release_query(ctx, weighted, plan, ctx.key_output)
-        return ctx.con.sql(text, params=params).to_arrow_table()
-    finally:
-        ctx.con.unregister(view)
-
-
 class _Sequential(Mechanism):
     update: Callable[[np.ndarray, float], np.ndarray]   # one user's update (policy_updates.py)
     counted = False          # GW ranks keys by row count and skips deduplication and truncation
 
-    def run(self, ctx, plan, params):
+    def run(self, stages, plan, params):
         (round_plan,) = plan
-        weights, items = sequential_histogram(ctx, self.update, round_plan.extra["cutoff"], self.counted,
+        weights, items = sequential_histogram(stages, self.update, round_plan.extra["cutoff"], self.counted,
                                               params["max_contributions"])
-        table = release(ctx, round_plan, weights, items)
-        return table, [Round.from_plan(0, round_plan, table.num_rows)]
+        table = stages.output(stages.policy_release(weights, items, round_plan))
+        return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
 
 
 class PolicyLaplace(_Sequential):

@@ -9,7 +9,7 @@ It equals thresholding n plus truncated two-sided geometric noise of parameter e
 name; `scale` reports 1/ε). Each key is kept by one fresh uniform draw below π(n), keyed by its
 salted hash (sql/truncated_geometric.sql), so keep decisions are independent across keys.
 
-Δ0 > 1: users keep Δ0 keys (keyed-hash truncation of sql/weights.sql, a fixed per-user function)
+Δ0 > 1: users keep Δ0 keys (the shared keyed-hash truncation stage, a fixed per-user function)
 and every key uses π for (ε/Δ0, δ/Δ0). Adding or removing a user changes the counts of at most
 Δ0 keys by 1 and leaves every other key's input unchanged; the keep decisions are independent,
 so the output is a product of per-key mechanisms of which at most Δ0 differ, each
@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import InvalidParameter
 from ..privacy.budget import EpsDelta
 from .base import Mechanism, Round, RoundPlan
-from .basic import weights_query
+from .basic import basic_weights
 
 _MAX_STEPS = 2_000_000      # π reaches 1 after about 2·log(1/δ)/ε steps; beyond this ε is impractically small
 
@@ -57,12 +57,9 @@ class TruncatedGeometric(Mechanism):
         return [RoundPlan(budget, "uniform", 1.0 / per_key.epsilon, float(always),
                           {"per_key_epsilon": per_key.epsilon, "per_key_delta": per_key.delta})]
 
-    def run(self, ctx, plan, params):
+    def run(self, stages, plan, params):
         (round_plan,) = plan
         probs = keep_probabilities(round_plan.extra["per_key_epsilon"], round_plan.extra["per_key_delta"])
-        weighted, bound = weights_query(ctx, params["max_contributions"], 0.0)
-        idents = {"weighted": weighted, "keys": ctx.key_aliases, "key_output": ctx.key_output,
-                  "noise": ctx.noise.name("uniform")}
-        bound |= {"keep_prob": probs.tolist(), "noise_salt": ctx.randomness.salt()}
-        table = ctx.arrow("truncated_geometric", idents, bound)
-        return table, [Round.from_plan(0, round_plan, table.num_rows)]
+        counts = basic_weights(stages, params["max_contributions"], 0.0)
+        table = stages.output(stages.geometric_release(counts, probs))
+        return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]

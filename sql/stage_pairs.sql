@@ -1,4 +1,4 @@
--- Distinct (user, key) pairs of the input, under internal column names.
+-- Stage `pairs`: the input's distinct (user, key) pairs under internal column names.
 -- idents: source, user, key_select
 -- params:
 SELECT DISTINCT {user} AS _dp_user, {key_select} FROM {source}

@@ -1,0 +1,43 @@
+"""One run lifecycle for every entry point: connect check → run id → resolve input → charge → NULL check → close.
+
+`select`, `count_release` and `evaluate` all open their runs here, so each of them resolves input
+the same way, charges a session before reading any data, refuses NULLs and always cleans up.
+"""
+from __future__ import annotations
+
+import secrets
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import duckdb
+
+from .errors import InvalidParameter
+from .rng import Randomness
+from .run import RunContext
+from .source import Source, check_nulls, resolve
+from .stages.duckdb import DuckDBStages
+
+
+@contextmanager
+def open_run(con, table, user_col: str, item_col, randomness: Randomness | None = None, *,
+             budgets: list | None = None, on_plan: Callable | None = None,
+             check_source: Callable[[Source], None] | None = None) -> Iterator[DuckDBStages]:
+    """The stages of one run over `table` on `con`, closed (TEMP tables, UDFs, views) however it ends.
+
+    `check_source(source)` runs first on the resolved input; `on_plan(budgets, input)` (Session's
+    charge) runs before any data is read; then NULL users/keys are refused.
+    """
+    if not isinstance(con, duckdb.DuckDBPyConnection):
+        raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
+    run_id = secrets.token_hex(6)
+    source = resolve(con, table, user_col, item_col, run_id)   # unregisters its view on failure
+    ctx = RunContext(con, source, randomness or Randomness(None), run_id)
+    try:
+        if check_source is not None:
+            check_source(source)
+        if on_plan is not None:
+            on_plan(budgets, source.description)
+        check_nulls(con, source)
+        yield DuckDBStages(ctx)
+    finally:
+        ctx.close()

@@ -1,0 +1,66 @@
+"""The stage library: mechanisms are compositions of stages; each engine implements every stage once.
+
+Model: PipelineDP's `pipeline_backend.py` (one `PipelineBackend` interface, Local/Beam/Spark
+implementations under one algorithm layer). duckdp's stages are coarser than PipelineDP's
+map/group-by primitives — one stage is one step of partition selection — so each engine can run a
+stage its own best way (DuckDB: checked SQL templates with bound parameters and quoted identifiers;
+Spark: DataFrame API). A mechanism's `run(stages, plan, params)` calls only the methods below and
+never learns which engine runs it; `plan()` is data-free and engine-neutral.
+
+ENGINE INTERFACE (what an engine implements; the Spark engine follows this contract)
+----------------------------------------------------------------------------------
+Frames are the engine's opaque handles (DuckDB: `Query`, lazily composed SQL + bound values; Spark:
+a DataFrame). Column contract, identical on every engine:
+  pairs   : `_dp_user`, `_dp_k0 … _dp_k{n−1}` (the key columns under internal names), distinct per
+            (user, key), possibly with carried columns (e.g. MAD2R's `_dp_b`)
+  sized   : pairs + `_dp_size` BIGINT = |W_u|, the user's number of pairs
+  kept    : the carried pair columns + `_dp_d` DOUBLE = min(|W_u|, Δ0), the user's kept size
+  weights : keys + `_dp_w` DOUBLE, one row per key
+  keys    : key columns only (released or removed keys)
+
+Shared stages (every mechanism composes these):
+  pairs()                      distinct (user, key) pairs of the input (NULLs were refused earlier)
+  sized(pairs)                 attach |W_u|
+  truncate(sized, Δ0)          each user keeps min(|W_u|, Δ0) keys: the Δ0 of smallest keyed hash of
+                               (user, key) under a FRESH per-call salt (a uniform subset, fixed given
+                               the salt); users within Δ0 keep all. Engines may run it in user-hash
+                               partitions to bound memory; the kept set must not depend on that.
+  weights(kept, e)             Σ over kept users of _dp_d^(−e) per key (e = ½, 1 or 0: Gopi et al.
+                               ICML 2020 §1.1)
+  release(weights, plan)       noise + threshold: keys whose `_dp_w` + plan.scale·noise ≥ plan.threshold,
+                               noise from the keyed PRF (the noise stage; output: keys)
+  remove(pairs, keys)          pairs whose key is not in `keys` (anti-join; DP-SIPS Alg. 3 line 9)
+  store(frame)                 materialise (DuckDB: TEMP table; Spark: cache/checkpoint) and return it
+  count(frame) / union(frames) row count / union of key frames with the same columns
+  output(keys)                 the engine's result table with the input's key names (DuckDB: Arrow)
+
+Mechanism-specific stages (`<algo>_<stage>`; same contract on every engine):
+  mad_vectors(kept)                      (_dp_user, keys, _dp_d, _dp_uw = 1/√d) stored (spec §2, §4)
+  mad_weights(vectors, plan)             MAD stages 1–4 → weights (spec §5)
+  mad2r_screen(pairs, vectors, plan1, plan2, Δ0) → stored status (keys, _dp_released, _dp_round2, _dp_beta)
+  mad2r_vectors(pairs, status, Δ0, β_min, β_max) → stored round-2 vectors (spec §6, §4)
+  mad2r_released(status)                 keys of O1
+  policy_pairs(counted, Δ0) → (pairs, items, n_items): truncated pairs (or GW's counted pairs) and
+                               dense item ids; policy_lists(pairs, items) → iterator of Arrow batches
+                               of per-user item-id lists in keyed-random user order;
+                               policy_release(weights ndarray, items, plan) → keys
+  geometric_release(weights, keep_prob) truncated geometric keep decision → keys
+  top_counts(k)                          count release: the k largest distinct-user counts (Arrow)
+
+Salts are drawn from the run's `Randomness` in call order, so a seeded run is reproducible on one
+engine; cross-engine agreement is required for weights (no truncation active), σ and T, not for
+which keys truncation keeps.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Query(NamedTuple):
+    """DuckDB's frame: SQL text (identifiers already quoted) and the values it binds."""
+
+    sql: str
+    params: dict
+
+
+__all__ = ["Query"]
