@@ -7,12 +7,13 @@ from scipy.stats import chi2, laplace, norm
 
 import duckdp
 from duckdp.mechanisms import get
-from duckdp.mechanisms.basic import weights_query
+from duckdp.mechanisms.basic import basic_weights as engine_weights
 from duckdp.privacy.budget import EpsDelta, ZCDP
 from duckdp.privacy.calibration import gaussian_release_probability, laplace_release_probability
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
+from duckdp.stages.duckdb import DuckDBStages
 
 from conftest import halve_thresholds, leftovers, make_table, random_sets
 from reference_basic import EXPONENT, basic_weights
@@ -23,7 +24,7 @@ ALGOS = list(EXPONENT)
 def sql_weights(con, table, exponent, d0, seed=0, item_col="item"):
     ctx = RunContext(con, resolve(con, table, "user_id", item_col, "t"), Randomness(seed))
     try:
-        text, params = weights_query(ctx, d0, exponent)
+        text, params = engine_weights(DuckDBStages(ctx), d0, exponent)
         return {r[0]: r[1] for r in con.sql(text, params=params).fetchall()}
     finally:
         ctx.close()
@@ -46,9 +47,9 @@ def test_truncation_keeps_exactly_min_size_and_weights_use_kept_size(con):
     make_table(con, "t", users, items)
     ctx = RunContext(con, resolve(con, "t", "user_id", "item", "t"), Randomness(3))
     try:
-        text, params = weights_query(ctx, 10, 0.0)
+        text, params = engine_weights(DuckDBStages(ctx), 10, 0.0)
         total = con.sql(f"SELECT sum(_dp_w) FROM ({text})", params=params).fetchall()[0][0]
-        text, params = weights_query(ctx, 10, 0.5)
+        text, params = engine_weights(DuckDBStages(ctx), 10, 0.5)
         l2 = con.sql(f"SELECT sum(_dp_w) FROM ({text})", params=params).fetchall()[0][0]
     finally:
         ctx.close()
@@ -221,12 +222,10 @@ def test_audit_two_thousand_seeded_runs(con):
 def test_partitioned_truncation_equals_single_query(con, monkeypatch, d0):
     """Truncation in user-hash passes (large tables) keeps the same keys with the same weights as
     the single query (same salt)."""
-    from duckdp.mechanisms import basic
-
     users, items = random_sets(2000, 300, 12, 4)
     make_table(con, "t", users, items)
     ref = sql_weights(con, "t", 0.5, d0, seed=9)
-    monkeypatch.setattr(basic, "truncation_passes", lambda ctx: 4)
+    monkeypatch.setattr(DuckDBStages, "truncation_passes", lambda self: 4)
     got = sql_weights(con, "t", 0.5, d0, seed=9)
     assert got.keys() == ref.keys()
     assert all(got[k] == pytest.approx(ref[k], rel=1e-12) for k in ref)
@@ -234,15 +233,12 @@ def test_partitioned_truncation_equals_single_query(con, monkeypatch, d0):
 
 
 def test_truncation_passes_follow_rows_and_memory_limit(con):
-    from duckdp.mechanisms.basic import truncation_passes
-
     make_table(con, "t", *random_sets(100, 50, 5, 1))
     con.execute("SET memory_limit = '2GB'")                      # reads back as 1.8 GiB
     ctx = RunContext(con, resolve(con, "t", "user_id", "item", "p"), Randomness(1))
     try:
-        assert truncation_passes(ctx) == 1                        # a small table: one query
-        ctx.cache.clear()
+        assert DuckDBStages(ctx).truncation_passes() == 1         # a small table: one query
         ctx.source.estimated_rows = 100_000_000
-        assert truncation_passes(ctx) == math.ceil(100_000_000 * 200 / (1.8 * 2**30))
+        assert DuckDBStages(ctx).truncation_passes() == math.ceil(100_000_000 * 200 / (1.8 * 2**30))
     finally:
         ctx.close()

@@ -11,13 +11,14 @@ from scipy.special import ndtr, ndtri
 
 import duckdp
 from duckdp.mechanisms import get
-from duckdp.mechanisms.dpsips import DPSIPS, round_shares, round_weights_query, setup_tables
+from duckdp.mechanisms.dpsips import DPSIPS, round_shares, round_weights
 from duckdp.privacy.budget import EpsDelta, ZCDP, split_exact
 from duckdp.privacy.calibration import analytic_gaussian_sigma, gaussian_threshold
 from duckdp.release import Spent
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
+from duckdp.stages.duckdb import DuckDBStages
 
 from conftest import leftovers, make_table, random_sets
 
@@ -145,10 +146,12 @@ def _sql_round_weights(con, removed: list[str], seed: int, d0: int = 12) -> dict
     """One round's SQL weights over table t after removing `removed` (inserted as released keys)."""
     ctx = _context(con, seed=seed)
     try:
-        pairs, released = setup_tables(ctx)
+        stages = DuckDBStages(ctx)
+        pairs = stages.store(stages.pairs(), "pairs")
+        released = stages.empty_keys(pairs)
         if removed:
-            con.executemany(f"INSERT INTO {released} VALUES (?)", [[k] for k in removed])
-        text, params = round_weights_query(ctx, pairs, released, d0)
+            con.executemany(f"INSERT INTO {stages._name(released)} VALUES (?)", [[k] for k in removed])
+        text, params = round_weights(stages, pairs, released, d0)
         return {r[0]: r[1] for r in con.sql(text, params=params).fetchall()}
     finally:
         ctx.close()
@@ -303,7 +306,7 @@ def test_audit_sql_novel_keys_released_at_most_delta(con):
         for seed in range(3):
             ctx = _context(con, seed=seed)
             try:
-                table, _ = MECH.run(ctx, p, params)
+                table, _ = MECH.run(DuckDBStages(ctx), p, params)
             finally:
                 ctx.close()
             keys = {int(k[1:]) for k in table.column("item").to_pylist()}

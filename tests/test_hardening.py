@@ -96,7 +96,7 @@ def test_dpsips_interrupted_between_rounds(data, monkeypatch):
     """KeyboardInterrupt after round 0 stored its keys: the run's tables and UDFs are gone."""
     from duckdp.mechanisms import dpsips
 
-    original, calls = dpsips.round_query, []
+    original, calls = dpsips.round_keys, []
 
     def second_round_interrupts(*a, **k):
         calls.append(1)
@@ -106,7 +106,7 @@ def test_dpsips_interrupted_between_rounds(data, monkeypatch):
             raise KeyboardInterrupt
         return original(*a, **k)
 
-    monkeypatch.setattr(dpsips, "round_query", second_round_interrupts)
+    monkeypatch.setattr(dpsips, "round_keys", second_round_interrupts)
     s = Session(data, rho=1.0, delta=1e-5)
     with pytest.raises(KeyboardInterrupt):
         s.select("t", algo="dpsips", rho=0.5, delta=1e-6, max_contributions=4, iterations=3)

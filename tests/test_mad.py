@@ -11,13 +11,15 @@ import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get
 from duckdp.mechanisms.base import RoundPlan
-from duckdp.mechanisms.mad import biased_vectors, distinct_pairs, unbiased_vectors, weights_query
+from duckdp.mechanisms.mad import unbiased_vectors
 from duckdp.privacy.budget import EpsDelta, ZCDP
 from duckdp.privacy.mad import adaptive_threshold, max_reroute_fraction, reroute_fraction
 from duckdp.release import Spent
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
+from duckdp.stages import Query
+from duckdp.stages.duckdb import DuckDBStages
 
 from conftest import halve_thresholds, leftovers
 from reference_mad import basic_weights, mad2r_release, mad_weights, support, user_weights
@@ -59,17 +61,17 @@ def sql_weights(con, sets, m, plan, beta=None, seed=0):
     d0 = max(len(S) for S in sets)
     ctx = RunContext(con, resolve(con, "t", "user_id", "item", "t"), Randomness(seed))
     try:
-        pairs, bounded = ctx.temp_table("pairs"), ctx.temp_table("bounded")
-        distinct_pairs(ctx, pairs)
+        stages = DuckDBStages(ctx)
+        pairs = stages.store(stages.sized(stages.pairs()), "pairs")
         if beta is None:
-            unbiased_vectors(ctx, bounded, pairs, d0)
+            vectors = unbiased_vectors(stages, pairs, d0)
         else:
-            status = ctx.temp_table("status")
             con.register("_mad_beta", pa.table({"_dp_k0": np.arange(m, dtype=np.int64), "_dp_beta": beta}))
-            con.execute(f"CREATE TEMP TABLE {status} AS SELECT _dp_k0, _dp_beta, true AS _dp_round2 FROM _mad_beta")
+            status = stages.store(Query("SELECT _dp_k0, _dp_beta, true AS _dp_round2 FROM _mad_beta", {}), "status")
             con.unregister("_mad_beta")
-            biased_vectors(ctx, bounded, pairs, status, d0, plan.extra["beta_min"], plan.extra["beta_max"])
-        text, params = weights_query(ctx, bounded, plan)
+            vectors = stages.mad2r_vectors(pairs, status, d0, plan.extra["beta_min"], plan.extra["beta_max"])
+        bounded = stages._name(vectors)
+        text, params = stages.mad_weights(vectors, plan)
         w = np.zeros(m)
         for item, weight in con.sql(text, params=params).fetchall():
             w[item] = weight

@@ -14,6 +14,7 @@ from duckdp.privacy.calibration import gaussian_release_probability, laplace_rel
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
+from duckdp.stages.duckdb import DuckDBStages
 
 from conftest import DATA, leftovers, make_table, random_sets
 
@@ -141,8 +142,8 @@ def histogram(con, table, algo, seed, d0, gamma):
     mech = get(algo)
     ctx = RunContext(con, resolve(con, table, "user_id", "item", "h"), Randomness(seed))
     try:
-        w, items = policy.sequential_histogram(ctx, mech.update, gamma, mech.counted, d0)
-        ids = con.sql(f"SELECT _dp_item, _dp_k0 FROM {items}").fetchall()
+        w, items = policy.sequential_histogram(DuckDBStages(ctx), mech.update, gamma, mech.counted, d0)
+        ids = con.sql(f"SELECT _dp_item, _dp_k0 FROM ({items.sql})").fetchall()
     finally:
         ctx.close()
     return {k: w[i] for i, k in ids if w[i] > 0}
@@ -190,8 +191,9 @@ def test_update_loop_matches_plain_python_over_batches(con, monkeypatch):
     monkeypatch.setattr(policy, "BATCH_USERS", 37)
     ctx = RunContext(con, resolve(con, "t", "user_id", "item", "l"), Randomness(1))
     try:
-        pairs, items_tbl, n = policy.prepare(ctx, False, 6)
-        idents = {"pairs": pairs, "items": items_tbl, "keys": ctx.key_aliases}
+        stages = DuckDBStages(ctx)
+        pairs, items_tbl, n = stages.policy_pairs(False, 6)
+        idents = {"pairs": stages._name(pairs), "items": stages._name(items_tbl), "keys": ctx.key_aliases}
         salts = {"order_salt": 5, "tie_salt": 6}
         lists = [r[0] for r in ctx.sql("policy_lists", idents, salts).fetchall()]
         reader = ctx.sql("policy_lists", idents, salts).to_arrow_reader(policy.BATCH_USERS)
@@ -254,9 +256,11 @@ def test_released_count_matches_expectation(con, algo, budget):
     (plan,) = mech.plan(budget, 15, mech.check_params(_opt(algo)))
     ctx = RunContext(con, resolve(con, "t", "user_id", "item", "c"), Randomness(3))
     try:
-        w, items = policy.sequential_histogram(ctx, mech.update, plan.extra["cutoff"], mech.counted, 15)
+        stages = DuckDBStages(ctx)
+        w, items = policy.sequential_histogram(stages, mech.update, plan.extra["cutoff"], mech.counted, 15)
         runs = 40
-        counts = np.array([policy.release(ctx, plan, w, items).num_rows for _ in range(runs)], dtype=float)
+        counts = np.array([stages.output(stages.policy_release(w, items, plan)).num_rows for _ in range(runs)],
+                          dtype=float)
     finally:
         ctx.close()
     prob = gaussian_release_probability if plan.noise == "gaussian" else laplace_release_probability

@@ -86,7 +86,12 @@ class DPSIPS(Mechanism):
         return table, rounds
 
 
+def round_weights(stages, pairs, released, max_contributions: int):
+    """One round's weights: Basic 1/√|W̄| weights over the pairs whose key is not yet released
+    (Alg. 3 line 9), re-truncated to Δ0 with a fresh salt."""
+    return basic_weights(stages, max_contributions, 0.5, stages.remove(pairs, released))
+
+
 def round_keys(stages, pairs, released, plan: RoundPlan, max_contributions: int):
-    """One round's newly released keys: Basic 1/√|W̄| weights over the pairs whose key is not yet
-    released (Alg. 3 line 9), re-truncated to Δ0 with a fresh salt, fresh noise, the round's threshold."""
-    return stages.release(basic_weights(stages, max_contributions, 0.5, stages.remove(pairs, released)), plan)
+    """One round's newly released keys: its weights, fresh noise and its threshold."""
+    return stages.release(round_weights(stages, pairs, released, max_contributions), plan)
