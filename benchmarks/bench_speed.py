@@ -3,7 +3,7 @@
 For each size a synthetic table (DP-SIPS recipe, duckdp.datasets) is built and timed in one
 process: the floor is the histogram every mechanism must at least compute — distinct (user, item)
 pairs, keyed-hash truncation to Δ0 per user and the per-item sum of 1/√(kept size) (the query of
-sql/weights.sql) with no noise, threshold, validation or Python; a plain GROUP BY count is printed
+sql/stage_truncate.sql + stage_weights.sql) with no noise, threshold, validation or Python; a plain GROUP BY count is printed
 for context. Each mechanism runs through `duckdp.select` (ρ = 0.1 zCDP, δ = 1e-5 where it takes
 zCDP, else ε = 1, δ = 1e-5; Δ0 = 100; baselines with allow_unproven=True). Reported: median wall
 time, its ratio to the floor, peak RSS of the process during the runs and the rise over the RSS

@@ -223,6 +223,10 @@ FROM calibrated ORDER BY _dp_round;
 -- are used as hash(xor(hash(cols), salt)) because DuckDB's multi-argument hash only xors.
 -- ---------------------------------------------------------------------------------------------
 
+-- The truncation order, shared by every table macro: the same keyed hash as duckdp's truncation
+-- stage (sql/stage_truncate.sql), so for one key column and the same salt both keep the same subset.
+CREATE OR REPLACE TEMP MACRO duckdp_trunc_order(user_id, item, salt) AS hash(xor(hash(user_id, item), salt));
+
 -- Distinct (user, key) pairs of `tbl`, the key twice: as _dp_item and under its own name (for the
 -- output). Columns are matched by name, never spliced into SQL; NULL users/items are refused.
 CREATE OR REPLACE TEMP MACRO duckdp_pairs(tbl, user_col, item_col) AS TABLE
@@ -246,7 +250,7 @@ WITH plan AS MATERIALIZED (      -- σ and T (no data read) and this run's salts
                    sensitivity := sensitivity, novelty_exponent := novelty_exponent)
 ), ranked AS (       -- each user's keys in salted-hash order, with the user's distinct-key count
   SELECT pairs.*, row_number() OVER (PARTITION BY _dp_user
-                                     ORDER BY hash(xor(hash(_dp_user, _dp_item), plan._dp_trunc_salt))) AS _dp_rank,
+                                     ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt)) AS _dp_rank,
          count(*) OVER (PARTITION BY _dp_user) AS _dp_size
   FROM duckdp_pairs(tbl, user_col, item_col) AS pairs, plan
 ), weighted AS (     -- per-key weight sums over the kept pairs
@@ -295,7 +299,7 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
   SELECT w.* EXCLUDE (_dp_w) FROM (
     SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
     FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                         ORDER BY hash(xor(hash(_dp_user, _dp_item), plan._dp_trunc_salt[1]))) AS _dp_rank,
+                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[1])) AS _dp_rank,
                  count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs0 AS p, plan)
     WHERE _dp_rank <= max_contributions GROUP BY ALL) AS w, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[1], xor(hash(_dp_item), plan._dp_noise_salt[1]))
@@ -306,7 +310,7 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
   SELECT w.* EXCLUDE (_dp_w) FROM (
     SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
     FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                         ORDER BY hash(xor(hash(_dp_user, _dp_item), plan._dp_trunc_salt[2]))) AS _dp_rank,
+                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[2])) AS _dp_rank,
                  count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs1 AS p, plan)
     WHERE _dp_rank <= max_contributions GROUP BY ALL) AS w, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[2], xor(hash(_dp_item), plan._dp_noise_salt[2]))
@@ -317,7 +321,7 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
   SELECT w.* EXCLUDE (_dp_w) FROM (
     SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
     FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                         ORDER BY hash(xor(hash(_dp_user, _dp_item), plan._dp_trunc_salt[3]))) AS _dp_rank,
+                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[3])) AS _dp_rank,
                  count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs2 AS p, plan)
     WHERE _dp_rank <= max_contributions GROUP BY ALL) AS w, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[3], xor(hash(_dp_item), plan._dp_noise_salt[3]))
@@ -353,7 +357,7 @@ WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the 
   SELECT r.* EXCLUDE (_dp_rank, _dp_size), least(_dp_size, max_contributions)::DOUBLE AS _dp_d,
          least(_dp_size, max_contributions) BETWEEN plan._dp_min_degree AND plan._dp_max_degree AS _dp_adaptive
   FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                       ORDER BY hash(xor(hash(_dp_user, _dp_item), plan._dp_trunc_salt))) AS _dp_rank,
+                                       ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt)) AS _dp_rank,
                count(*) OVER (PARTITION BY _dp_user) AS _dp_size
         FROM duckdp_pairs(tbl, user_col, item_col) AS p, plan) AS r, plan
   WHERE _dp_rank <= max_contributions

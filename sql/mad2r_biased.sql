@@ -1,4 +1,4 @@
--- MAD2R round-2 UserWeights (spec §4) for the users of {target} (sql/mad2r_bounded.sql) with a
+-- MAD2R round-2 UserWeights (spec §4) for the users of {target} (mad2r_vectors.sql) with a
 -- clipped bias below 1: w_i = min(λ·v_i, cap), cap = β_max/√d. The §4 water-filling loop ends at the
 -- λ with ‖w‖ = 1; with the r−1 largest v capped that is λ_r = √((1 − (r−1)cap²)/Σ_{j≥r} v_j²), valid
 -- when it caps exactly those (relative slack 1e-9); the smallest valid λ is taken (never a norm

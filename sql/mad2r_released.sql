@@ -1,4 +1,4 @@
 -- MAD2R round-1 output O1 (spec §6): the keys mad2r_screen.sql marked released.
--- idents: status, key_output
+-- idents: status, keys
 -- params:
-SELECT {key_output} FROM {status} WHERE _dp_released
+SELECT {keys} FROM {status} WHERE _dp_released

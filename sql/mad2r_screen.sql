@@ -3,13 +3,13 @@
 -- everywhere still get their noise draw (only users over Δ0 drop keys, so these are among theirs);
 -- every decision below is a function of ŵ1 alone, hence identical on neighbouring inputs. ŵ1 itself
 -- is never released. Only the exceptions are stored, one row per key released, removed or biased:
--- every key of the input without a row goes to round 2 with β = 1 (sql/mad2r_bounded.sql).
+-- every key of the input without a row goes to round 2 with β = 1 (mad2r_remaining.sql).
 -- idents: target, pairs, keys, weighted, noise
 -- params: scale, noise_salt, threshold, threshold2, tau2, lower, upper, max_contributions
 CREATE TEMP TABLE {target} AS
 WITH weighted AS (   -- round-1 MAD weights (sql/mad_weights.sql), keys of ∪S̃_u only
   {weighted}
-), big AS (          -- keys of users over Δ0 (sql/mad_pairs.sql): with ∪S̃_u, every key of the input
+), big AS (          -- keys of users over Δ0 (stage_sized.sql): with ∪S̃_u, every key of the input
   SELECT DISTINCT {keys} FROM {pairs} WHERE _dp_size > $max_contributions
 ), noised AS (       -- ŵ1_i = w_i + N(0, σ1²), one keyed draw per key; support = i ∈ ∪S̃_u
   SELECT {keys}, _dp_w IS NOT NULL AS _dp_support,

@@ -3,7 +3,7 @@
 -- decided by one fresh uniform draw per key.
 -- idents: weighted, keys, key_output, noise
 -- params: keep_prob, noise_salt
-WITH weighted AS (   -- distinct users per key after truncation (sql/weights.sql with exponent 0)
+WITH weighted AS (   -- distinct users per key after truncation (stage_weights.sql with exponent 0)
   {weighted}
 ), keep_prob AS (    -- π(1), …, π(n*−1); keys held by n ≥ n* users have π(n) = 1
   SELECT unnest(range(1, len($keep_prob) + 1)) AS _dp_n, unnest($keep_prob) AS _dp_p

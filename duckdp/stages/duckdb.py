@@ -184,7 +184,7 @@ class DuckDBStages(Stages):
         return self._table(target)
 
     def mad2r_released(self, status: Query) -> Query:
-        return Query(f"SELECT {self.ctx.key_aliases} FROM ({status.sql}) WHERE _dp_released", status.params)
+        return self._query("mad2r_released", {"status": self._name(status), "keys": self.ctx.key_aliases})
 
     # -- sequential policies -----------------------------------------------------------------
     def policy_pairs(self, counted: bool, max_contributions: int) -> tuple[Query, Query, int]:
