@@ -1,0 +1,110 @@
+"""The stage library on DuckDB: truncation in user-hash passes gives every mechanism the same keys,
+row estimates for every input kind, and the shell macros' truncation order equals the stage's."""
+from __future__ import annotations
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+import duckdp
+from duckdp.lifecycle import open_run
+from duckdp.rng import Randomness
+from duckdp.stages import duckdb as stages_duckdb
+from duckdp.stages.duckdb import BYTES_PER_ROW_PASS, DuckDBStages
+
+from conftest import leftovers, make_table, random_sets
+
+ALGOS = [m["name"] for m in duckdp.algorithms()]
+EPS_ONLY = {m["name"] for m in duckdp.algorithms() if m["budgets"] == ["epsilon/delta"]}
+
+
+def keys(con, table, algo, **kw) -> list:
+    budget = dict(epsilon=2.0, delta=1e-5) if algo in EPS_ONLY else dict(rho=0.5, delta=1e-5)
+    extra = {"allow_unproven": True} if duckdp.mechanisms.get(algo).unproven else {}
+    r = duckdp.select(con, table, algo=algo, max_contributions=6, seed=7, **budget, **extra, **kw)
+    return sorted(r.to_arrow().column(0).to_pylist())
+
+
+@pytest.fixture
+def data(con):
+    users, items = random_sets(3000, 150, 14, 2)
+    make_table(con, "t", users, items)
+    return con
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_passes_give_the_same_keys_for_every_mechanism(data, monkeypatch, algo):
+    """Truncation in 3 user-hash passes keeps the same pairs as one query, so seeded keys agree."""
+    one = keys(data, "t", algo)
+    assert one, algo                                   # the comparison is not vacuous
+    calls = []
+    monkeypatch.setattr(DuckDBStages, "truncation_passes", lambda self: calls.append(1) or 3)
+    assert keys(data, "t", algo) == one
+    assert calls or algo == "gw"                       # GW alone does not truncate
+    assert leftovers(data) == []
+
+
+def test_pcr_is_unchanged_under_a_small_memory_limit(data):
+    """Count release has no truncation window; its distinct/group-by stages spill."""
+    run = lambda: duckdp.count_release(data, "t", rho=0.5, delta=1e-5, seed=1).to_arrow().to_pylist()  # noqa: E731
+    before = run()
+    data.execute("SET memory_limit = '64MB'")
+    assert run() == before
+
+
+def _rows_and_passes(con, table) -> tuple[int, int]:
+    with open_run(con, table, "user_id", "item", Randomness(1)) as stages:
+        return stages.source_rows(), stages.truncation_passes()
+
+
+def test_row_estimates_for_tables_views_relations_parquet_and_arrow(data, tmp_path, monkeypatch):
+    n = data.sql("SELECT count(*) FROM t").fetchall()[0][0]
+    path = tmp_path / "t.parquet"
+    pq.write_table(data.sql("SELECT * FROM t").to_arrow_table(), path)
+    data.execute(f"CREATE VIEW pv AS SELECT * FROM read_parquet('{path}')")
+    data.execute("CREATE VIEW v AS SELECT * FROM t")
+    inputs = ["t", "v", "pv", data.read_parquet(str(path)), data.sql("SELECT * FROM t"),
+              data.sql("SELECT * FROM t").to_arrow_table()]
+    for table in inputs:
+        assert _rows_and_passes(data, table) == (n, 1)
+    # a memory limit a third of what one pass needs: every kind of input gets 3 passes
+    monkeypatch.setattr(stages_duckdb, "memory_limit_bytes", lambda con: n * BYTES_PER_ROW_PASS / 3)
+    for table in inputs:
+        assert _rows_and_passes(data, table) == (n, 3)
+    assert leftovers(data) == []
+
+
+def test_shell_macro_truncation_order_equals_the_stage(con, monkeypatch):
+    """duckdp_trunc_order (macros.sql) keeps, for the same salt, exactly the stage's kept pairs."""
+    users, items = random_sets(400, 60, 20, 5)
+    make_table(con, "t", users, items)
+    salt = 123456789
+    monkeypatch.setattr(Randomness, "salt", lambda self: salt)
+    with open_run(con, "t", "user_id", "item", Randomness(1)) as stages:
+        kept = stages.truncate(stages.sized(stages.pairs()), 5)
+        stage = set(con.sql(f"SELECT _dp_user, _dp_k0 FROM ({kept.sql})", params=kept.params).fetchall())
+    duckdp.install_macros(con, seed=1)
+    macro = set(con.sql("""
+        SELECT user_id, item FROM (SELECT DISTINCT user_id, item FROM t)
+        QUALIFY row_number() OVER (PARTITION BY user_id ORDER BY duckdp_trunc_order(user_id, item, $salt)) <= 5
+    """, params={"salt": salt}).fetchall())
+    assert stage == macro and len(stage) < len(users)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ALGOS + ["pcr"])
+def test_five_million_rows_in_300mb_give_the_same_keys(algo, tmp_path):
+    """With SET memory_limit='300MB' a 5M-row input completes with the keys of the unlimited run."""
+    from duckdp.datasets import create_synthetic
+    con = duckdb.connect(str(tmp_path / "db.duckdb"))
+    con.execute(f"SET temp_directory = '{tmp_path / 'spill'}'")
+    create_synthetic(con, "synth", 5_000_000, seed=1)
+
+    def run():
+        if algo == "pcr":
+            return duckdp.count_release(con, "synth", rho=0.5, delta=1e-5, seed=3).to_arrow().to_pylist()
+        return keys(con, "synth", algo)
+
+    free = run()
+    con.execute("SET memory_limit = '300MB'")
+    assert run() == free
