@@ -42,8 +42,7 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     return Release(items=con.from_arrow(table_out), algo=mech.name, citation=mech.citation, budget=budget,
                    spent=spent, rounds=rounds, seeded=randomness.seeded, max_contributions=max_contributions,
                    params=params, input=source.description, key_names=list(source.key_names),
-                   caveat=mech.unproven,
-                   _table=table_out)
+                   caveat=mech.unproven, plan=plan, _table=table_out)
 
 
 __all__ = ["select", "algorithms", "Round"]

@@ -23,7 +23,7 @@ from .errors import DuckDPError, InvalidParameter, SchemaError
 from .macros import macro_sql
 from .mechanisms import get
 from .privacy.budget import EpsDelta
-from .privacy.conversions import approx_zcdp_epsilon
+from .privacy.composition import zcdp_as_dp
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 _PARQUET = (".parquet", ".pq")
@@ -223,8 +223,8 @@ def _demo_budget(mech, args):
     the ρ budget implies (DP-SIPS Cor. 9 with δ' = δ, as Release.spent reports it)."""
     if args.epsilon is not None or "rho/delta" in mech["budgets"]:
         return ({"epsilon": args.epsilon} if args.epsilon is not None else {"rho": args.rho}), ""
-    delta_dp = args.delta + (1 - args.delta) * args.delta
-    return {"epsilon": approx_zcdp_epsilon(args.rho, args.delta, delta_dp), "delta": delta_dp}, "*"
+    epsilon, delta_dp = zcdp_as_dp(args.rho, args.delta)
+    return {"epsilon": epsilon, "delta": delta_dp}, "*"
 
 
 def _budget_label(budget) -> str:

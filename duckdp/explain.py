@@ -1,22 +1,10 @@
 """What a key needs to be released, from the plan alone (no data): thresholds in weight units and in users.
 
-Under the Basic weighting a user who holds k ≤ Δ0 keys keeps all of them and adds k^(−e) to each
-(e = ½ weighted ℓ2, 1 weighted ℓ1, 0 counts; Gopi et al. ICML 2020 §1.1), so a key held by N
-such users has weight ≥ N·k^(−e) and, since P(w + noise ≥ T) grows with w, is released with
-probability ≥ P(N·k^(−e) + noise ≥ T). `explain` reports, per round and for each k, the smallest
-N with that probability ≥ 50 % and ≥ 95 %.
-
-How each mechanism relates to that bound:
-- Basic mechanisms: the bound itself (equality when every holder has exactly k keys).
-- DP-SIPS: later rounds see subsets of the users' sets, so each round's weight is still ≥ N/√k
-  and its noise is fresh: P(released in some round) ≥ 1 − Π_i (1 − p_i) (Swanberg et al. Alg. 3).
-- MAD: stochastic dominance over Basic with the same σ, T (Chen et al. ICML 2025 Thm 6.1; spec
-  specs/mad-mad2r.md §7): P ≥ min(P_Basic, Φ(b)). MAD2R: the same for its first round (round 0);
-  round 1 removes and down-weights keys from round-0 estimates, so its numbers are a reference.
-- Sequential policies: the threshold applies to the policy's weights, which depend on the order of
-  users; a key whose weight reaches the cutoff Γ = T + α·scale is released with P(Γ + noise ≥ T).
-  The users table assumes an even split of each user's budget (a reference, not a bound).
-- Truncated geometric: a key held by N users is kept with exactly π(N) (Desfontaines et al. 2022 Thm 1).
+Each mechanism states what its rounds guarantee in users (`Mechanism.explain_round` and
+`explain_overall`, duckdp/mechanisms/guarantee.py: the Basic bound P(N·k^(−e) + noise ≥ T) and
+how each mechanism relates to it); this module only tabulates, per round and for each k, the
+smallest N with release probability ≥ 50 % and ≥ 95 %. A finished `Release` is explained from
+the plan its run used.
 """
 from __future__ import annotations
 
@@ -25,31 +13,14 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
-from scipy.special import ndtr
 
 from . import mechanisms
 from .errors import InvalidParameter
 from .privacy.budget import Budget, make_budget
-from .privacy.calibration import (_check_max_contributions, gaussian_release_probability,
-                                  laplace_release_probability)
+from .privacy.calibration import _check_max_contributions
 
 TARGETS = (0.5, 0.95)
 _MAX_USERS = 10**15      # beyond this a key is treated as never reaching the target
-
-# Per mechanism: weighting exponent e (None: no per-user translation) and how the numbers relate.
-_BASIC = {"weighted_gaussian": 0.5, "count_gaussian": 0.0, "weighted_laplace": 1.0, "count_laplace": 0.0,
-          "dpsips": 0.5, "truncated_geometric": 0.0}
-_REFERENCE = {"policy_gaussian": 0.5, "policy_gaussian_l1": 0.5, "policy_laplace": 1.0, "gw": None}
-_ADAPTIVE = {"mad": 0.5, "mad2r": 0.5}
-
-
-def _exponent(mech) -> float | None:
-    """The weighting exponent e used in the users table; unknown mechanisms may declare `exponent`."""
-    for table in (_BASIC, _REFERENCE, _ADAPTIVE):
-        if mech.name in table:
-            return table[mech.name]
-    return getattr(mech, "exponent", None)
-
 
 @dataclass(frozen=True)
 class UsersNeeded:
@@ -192,92 +163,29 @@ def _users(probability, holdings: list[int], exponent: float) -> list[UsersNeede
     return rows
 
 
-def _noise_probability(noise: str, scale: float, threshold: float, exponent: float):
-    """P(N·k^(−e) + noise ≥ T) as a function of (N, k), or None for noise without a closed form here."""
-    release = {"gaussian": gaussian_release_probability, "laplace": laplace_release_probability}.get(noise)
-    if release is None:
-        return None
-    return lambda n, k: release(n * float(k) ** -exponent, scale, threshold)
-
-
-def _keep_probability(plan) -> Callable:
-    """π(N) of the truncated geometric mechanism with the plan's per-key (ε, δ) (Desfontaines et al. Thm 1)."""
-    from .mechanisms.truncated_geometric import keep_probabilities
-    probs = np.concatenate([[0.0], keep_probabilities(plan.extra["per_key_epsilon"], plan.extra["per_key_delta"])])
-    return lambda n, k: np.where(n < len(probs), probs[np.minimum(n, len(probs) - 1).astype(np.int64)], 1.0)
-
-
-def _cutoff_probability(plan) -> float:
-    """P(Γ + noise ≥ T) for the policy cutoff Γ = T + α·scale (journal Alg. 3/5): Φ(α) or 1 − e^{−α}/2."""
-    alpha = plan.extra["alpha"]
-    return float(ndtr(alpha)) if plan.noise == "gaussian" else 1.0 - 0.5 * float(np.exp(-alpha))
-
-
-def _weighting_text(exponent: float) -> str:
-    return {0.5: "each user adds 1/√k to each of their k kept keys",
-            1.0: "each user adds 1/k to each of their k kept keys",
-            0.0: "each user adds 1 to each kept key (counts)"}.get(exponent, f"each user adds k^(−{exponent:g})")
-
-
-def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, holdings: list[int]) -> Explanation:
-    plans = mech.plan(budget, max_contributions, params)
-    name = mech.name
-    rounds, overall, overall_fn, notes = [], [], None, []
-    exponent = _exponent(mech)
-    for i, plan in enumerate(plans):
-        r = RoundExplanation(i, plan.budget, plan.noise, plan.scale, plan.threshold, "none", "not translated to users")
-        if name == "truncated_geometric":
-            r.kind, r.weighting = "bound", "a key held by N users is kept with probability π(N)"
-            r.probability = _keep_probability(plan)
-            r.notes.append(f"per-key budget ε = {plan.extra['per_key_epsilon']:.4g}, "
-                           f"δ = {plan.extra['per_key_delta']:.3g}; keys with ≥ {int(plan.threshold):,} users "
-                           "are always kept")
-        elif name in _ADAPTIVE:
-            cap = float(ndtr(params["adaptive_excess"]))
-            basic = _noise_probability(plan.noise, plan.scale, plan.threshold, exponent)
-            r.weighting = (_weighting_text(exponent) + " (Basic); MAD reroutes excess weight and truncates at "
-                           f"τ = {plan.extra['tau']:.5g}")
-            if name == "mad" or i == 0:
-                r.kind = "bound"
-                r.probability = lambda n, k, basic=basic, cap=cap: np.minimum(basic(n, k), cap)
-                r.notes.append(f"MAD dominates Basic (Thm 6.1, spec §7): P ≥ min(P_Basic, Φ(b) = {cap:.4f})")
-            else:
-                r.kind, r.probability = "reference", basic
-                r.notes.append("this round drops keys released in round 0 or with a round-0 upper bound below T "
-                               "and down-weights keys with a high lower bound "
-                               f"(β ≥ {plan.extra['beta_min']:g}): no bound")
-        elif name in _REFERENCE:
-            r.notes.append("T applies to the policy's weights; keys reaching the cutoff "
-                           f"Γ = {plan.extra['cutoff']:.5g} are released with probability "
-                           f"{_cutoff_probability(plan):.4f}")
-            if exponent is None:
-                r.weighting = "users fill their most frequent keys up to Γ; weights depend on the order of users"
-            else:
-                r.kind, r.weighting = "reference", _weighting_text(exponent) + " while below Γ (even split)"
-                r.probability = _noise_probability(plan.noise, plan.scale, plan.threshold, exponent)
-        elif exponent is not None:
-            r.kind, r.weighting = "bound", _weighting_text(exponent)
-            r.probability = _noise_probability(plan.noise, plan.scale, plan.threshold, exponent)
-            if name == "dpsips" and i:
-                r.notes.append("keys released in earlier rounds are removed, so holders' sets only shrink")
+def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, holdings: list[int],
+                  plans=None) -> Explanation:
+    """Tabulate `mech`'s own per-round guarantees for `plans` (default: a fresh data-free plan)."""
+    plans = mech.plan(budget, max_contributions, params) if plans is None else plans
+    exponent = mech.exponent or 0.0
+    guarantees = [mech.explain_round(i, plan, params) for i, plan in enumerate(plans)]
+    rounds = []
+    for i, (plan, g) in enumerate(zip(plans, guarantees)):
+        r = RoundExplanation(i, plan.budget, plan.noise, plan.scale, plan.threshold, g.kind, g.weighting,
+                             notes=list(g.notes), probability=g.probability)
         if r.probability is not None:
-            r.users = _users(r.probability, holdings, exponent or 0.0)
+            r.users = _users(r.probability, holdings, exponent)
         rounds.append(r)
-    if name == "dpsips":
-        fns = [r.probability for r in rounds]
-        overall_fn = lambda n, k: 1.0 - np.prod([1.0 - f(n, k) for f in fns], axis=0)   # noqa: E731
-        overall = _users(overall_fn, holdings, exponent)
-    elif rounds[0].kind == "bound" and (len(rounds) == 1 or name == "mad2r"):
-        overall_fn, overall = rounds[0].probability, rounds[0].users
-        if len(rounds) > 1:
-            notes.append("guarantee from round 0 alone (the whole release is at least as likely); round 1 "
-                         "usually releases most keys, near its reference numbers")
-    if name != "gw":
+    overall_fn, notes = mech.explain_overall(guarantees)
+    overall = [] if overall_fn is None else (rounds[0].users if overall_fn is rounds[0].probability
+                                             else _users(overall_fn, holdings, exponent))
+    if mech.truncates:
         notes.append(f"users with k > Δ0 = {max_contributions} keys keep a uniform random Δ0 of them, so each "
                      "holds a given key with probability Δ0/k")
-    if getattr(mech, "unproven", None):
+    if mech.unproven:
         notes.append("caution: " + mech.unproven)
-    return Explanation(name, mech.citation, budget, max_contributions, dict(params), rounds, overall, notes, overall_fn)
+    return Explanation(mech.name, mech.citation, budget, max_contributions, dict(params), rounds, overall, notes,
+                       overall_fn)
 
 
 def _check_holdings(keys_per_user, max_contributions: int) -> list[int]:
@@ -318,10 +226,11 @@ def release_section(release) -> list[str]:
 def explain_release(release) -> Explanation | None:
     """The explanation of a finished `Release` for k = 1, 10, Δ0 (None outside the registry, e.g. count release)."""
     mech = mechanisms.MECHANISMS.get(release.algo)
-    if mech is None or release.max_contributions is None:
+    if mech is None or release.max_contributions is None or not release.plan:
         return None
     compact = sorted({k for k in (1, 10, release.max_contributions) if k <= release.max_contributions})
-    return _explain_plan(mech, release.budget, release.max_contributions, dict(release.params), compact)
+    return _explain_plan(mech, release.budget, release.max_contributions, dict(release.params), compact,
+                         release.plan)
 
 
 __all__ = ["explain", "explain_release", "Explanation", "RoundExplanation", "UsersNeeded"]

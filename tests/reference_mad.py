@@ -82,8 +82,8 @@ def support(sets: list[np.ndarray], m: int) -> np.ndarray:
 def _mad_round(sets, m, plan, d0, rng, beta=None):
     capped = [S for S in cap_sets(sets, d0, rng) if len(S)]
     x = plan.extra
-    w = mad_weights(capped, m, x["tau"], x["reroute"], x["min_degree"], x["max_degree"], beta,
-                    x["beta_min"], x["beta_max"])
+    w = mad_weights(capped, m, x.tau, x.reroute, x.min_degree, x.max_degree, beta,
+                    x.beta_min, x.beta_max)
     return w, support(capped, m)
 
 
@@ -99,8 +99,8 @@ def mad2r_release(sets, m, plans, d0, rng) -> tuple[np.ndarray, np.ndarray, np.n
     w1, on1 = _mad_round(sets, m, p1, d0, rng)
     noisy1 = w1 + p1.scale * rng.standard_normal(m)                  # ŵ1 over the whole universe
     O1 = on1 & (noisy1 >= p1.threshold)
-    L, U = noisy1 - p2.extra["lower"], noisy1 + p2.extra["upper"]
-    tau2 = p2.extra["tau"]
+    L, U = noisy1 - p2.extra.lower, noisy1 + p2.extra.upper
+    tau2 = p2.extra.tau
     keep = ~O1 & ~(U < p2.threshold)                                   # (a) and (b)
     beta = np.where(L > tau2, tau2 / np.where(L > tau2, L, 1.0), 1.0)  # (c)
     sets2 = [S[keep[S]] for S in sets]

@@ -43,7 +43,7 @@ DESC = {a["name"]: a for a in duckdp.algorithms()}
 BUDGET_A = dict(epsilon=1.0, delta=0.2)     # novel keys: δ-sized probabilities must be measurable
 BUDGET_B = dict(epsilon=2.0, delta=0.01)    # existing keys: a small δ makes a doubled weight stand out
 ADAPTIVE = [a for a in ALGOS if a in ("dpsips", "mad", "mad2r") or a.startswith("policy") or a == "gw"]
-LENGTHS = ("tau", "cutoff", "lower", "upper")     # weight-unit quantities in plan.extra
+LENGTHS = ("tau", "cutoff", "lower", "upper")     # weight-unit fields of plan.extra
 ALPHA = 1e-3
 
 
@@ -65,8 +65,8 @@ def claimed(algo: str, kw: dict, d0: int) -> Spent:
 def halved_threshold(plans):
     for p in plans:
         p.threshold /= 2
-        if "per_key_delta" in p.extra:        # truncated geometric keeps by π(n), not by T: double π's δ
-            p.extra["per_key_delta"] *= 2
+        if hasattr(p.extra, "per_key_delta"):   # truncated geometric keeps by π(n), not by T: double π's δ
+            p.extra.per_key_delta *= 2
     return plans
 
 
@@ -76,10 +76,10 @@ def doubled_weight(plans):
         p.scale /= 2
         p.threshold /= 2
         for k in LENGTHS:
-            if k in p.extra:
-                p.extra[k] /= 2
-        if "per_key_epsilon" in p.extra:      # truncated geometric: a doubled count ⇔ π at 2ε per step
-            p.extra["per_key_epsilon"] *= 2
+            if getattr(p.extra, k, None) is not None:
+                setattr(p.extra, k, getattr(p.extra, k) / 2)
+        if hasattr(p.extra, "per_key_epsilon"):   # truncated geometric: a doubled count ⇔ π at 2ε per step
+            p.extra.per_key_epsilon *= 2
     return plans
 
 

@@ -69,7 +69,7 @@ def sql_weights(con, sets, m, plan, beta=None, seed=0):
             con.register("_mad_beta", pa.table({"_dp_k0": np.arange(m, dtype=np.int64), "_dp_beta": beta}))
             status = stages.store(Query("SELECT _dp_k0, _dp_beta, true AS _dp_round2 FROM _mad_beta", {}), "status")
             con.unregister("_mad_beta")
-            vectors = stages.mad2r_vectors(pairs, status, d0, plan.extra["beta_min"], plan.extra["beta_max"])
+            vectors = stages.mad2r_vectors(pairs, status, d0, plan.extra.beta_min, plan.extra.beta_max)
         bounded = stages._name(vectors)
         text, params = stages.mad_weights(vectors, plan)
         w = np.zeros(m)
@@ -85,8 +85,8 @@ def sql_weights(con, sets, m, plan, beta=None, seed=0):
 
 def ref_weights(sets, m, plan, beta=None, stages=False):
     x = plan.extra
-    return mad_weights(sets, m, x["tau"], x["reroute"], x["min_degree"], x["max_degree"], beta,
-                       x["beta_min"], x["beta_max"], stages=stages)
+    return mad_weights(sets, m, x.tau, x.reroute, x.min_degree, x.max_degree, beta,
+                       x.beta_min, x.beta_max, stages=stages)
 
 
 # -- parameters and calibration -------------------------------------------------------------------
@@ -100,13 +100,13 @@ def test_reroute_fraction_table(max_degree, f):
 def test_plan_matches_spec_test_vector_and_basic():
     """Spec §2 test vector; Corollary 5.2: the same σ and T as Basic."""
     p = get("mad").plan(EpsDelta(1, 1e-5), 100, get("mad").check_params({}))[0]
-    assert (p.scale, p.threshold, p.extra["tau"]) == pytest.approx((3.884141, 20.789744, 32.442166), abs=1e-6)
+    assert (p.scale, p.threshold, p.extra.tau) == pytest.approx((3.884141, 20.789744, 32.442166), abs=1e-6)
     basic = get("weighted_gaussian").plan(EpsDelta(1, 1e-5), 100, {})[0]
     assert (p.scale, p.threshold) == (basic.scale, basic.threshold)
     z = get("mad").plan(ZCDP(0.1, 1e-5), 100, get("mad").check_params({}))[0]
     zb = get("weighted_gaussian").plan(ZCDP(0.1, 1e-5), 100, {})[0]
     assert (z.scale, z.threshold) == (zb.scale, zb.threshold)
-    assert z.extra["reroute"] == max_reroute_fraction(1.0, 100)
+    assert z.extra.reroute == max_reroute_fraction(1.0, 100)
 
 
 @pytest.mark.parametrize("algo, params, message", [
@@ -133,7 +133,7 @@ def test_parameters_refused(con, algo, params, message):
 
 def test_smaller_reroute_fraction_allowed_and_guards():
     p = get("mad").plan(EpsDelta(1, 1e-5), 100, get("mad").check_params({"reroute_fraction": 0.05}))[0]
-    assert p.extra["reroute"] == 0.05
+    assert p.extra.reroute == 0.05
     assert reroute_fraction(None, 0.5, 1.2, 100) == max_reroute_fraction(0.5, 100) == 0.5 * 0.095
     with pytest.raises(InvalidParameter, match="reroute_fraction"):
         reroute_fraction(-0.01, 1.0, 1.0, 100)
@@ -170,7 +170,7 @@ def test_sql_weights_equal_reference(con, biased):
         w_ref, init = ref_weights(sets, m, plan, beta, stages=True)
         np.testing.assert_allclose(w_sql, w_ref, rtol=1e-9, atol=1e-9)
         assert norm_err < 1e-9                                   # Lemma 5.3: ‖w^u‖ = 1 on the SQL path
-        truncated += int(np.sum(init > plan.extra["tau"]))
+        truncated += int(np.sum(init > plan.extra.tau))
     assert truncated > 20, "the instances must exercise truncation and rerouting"
 
 
@@ -182,7 +182,7 @@ def _check_pair(sets, new, m, plan, beta, weights):
     assert change <= 1 + EPS
     novel = np.setdiff1d(new, np.flatnonzero(support(sets, m)))
     if len(novel):
-        assert after[novel].max() <= plan.extra["beta_max"] / math.sqrt(len(novel)) * (1 + EPS)
+        assert after[novel].max() <= plan.extra.beta_max / math.sqrt(len(novel)) * (1 + EPS)
     return change
 
 
@@ -278,10 +278,10 @@ def test_stochastic_dominance_condition(con):
         w, init = ref_weights(sets, 40, plan, stages=True)
         if case < 5:
             w = sql_weights(con, sets, 40, plan)[0]
-        below = init < plan.extra["tau"]
+        below = init < plan.extra.tau
         on = support(sets, 40)
         assert np.all(w[below & on] >= basic_weights(sets, 40)[below & on] - 1e-12)
-        assert np.all(w[~below] >= plan.extra["tau"] - 1e-12)
+        assert np.all(w[~below] >= plan.extra.tau - 1e-12)
         checked += int(on.sum())
     assert checked > 5000
 
@@ -296,9 +296,9 @@ def test_section_6_2_identity(con, max_degree):
     plan = mech.plan(EpsDelta(1, 1e-5), 100, mech.check_params({"max_adaptive_degree": max_degree}))[0]
     w = sql_weights(con, sets, m + 1, plan)[0]
     c = np.bincount(np.concatenate(sets), minlength=m + 1)
-    assert c[1:].max() / 3 < plan.extra["tau"] < n / 3
-    rho_h = 1 - 3 * plan.extra["tau"] / n
-    expected = c[1:] / math.sqrt(3) * (1 + plan.extra["reroute"] * rho_h / 3)
+    assert c[1:].max() / 3 < plan.extra.tau < n / 3
+    rho_h = 1 - 3 * plan.extra.tau / n
+    expected = c[1:] / math.sqrt(3) * (1 + plan.extra.reroute * rho_h / 3)
     np.testing.assert_allclose(w[1:], expected, rtol=1e-12)
 
 
@@ -320,8 +320,8 @@ def test_mad2r_budget_composes_exactly(budget, split):
     # round 2: σ, T of its own budget with ρ(k) = β_max/√k (Lemma 5.4), τ2 = T2 + bσ2
     wg = get("weighted_gaussian").plan(b2, 100, {})[0]
     assert plans[1].scale == wg.scale and plans[1].threshold > wg.threshold
-    assert plans[1].extra["tau"] == pytest.approx(plans[1].threshold + 3 * plans[1].scale, rel=1e-15)
-    assert plans[1].extra["upper"] == 3 * plans[0].scale
+    assert plans[1].extra.tau == pytest.approx(plans[1].threshold + 3 * plans[1].scale, rel=1e-15)
+    assert plans[1].extra.upper == 3 * plans[0].scale
 
 
 # -- privacy audit: users whose Δ0 keys nobody else holds -------------------------------------------------

@@ -225,10 +225,10 @@ def test_golden_thresholds():
         (plan,) = get(algo).plan(budget, 100, {"alpha": float(alpha)})
         assert plan.scale == pytest.approx(1.3328, abs=5e-5)
         assert plan.threshold == pytest.approx(6.8237, abs=5e-5)
-        assert plan.extra["cutoff"] == pytest.approx(cutoff, abs=5e-3)
+        assert plan.extra.cutoff == pytest.approx(cutoff, abs=5e-3)
     (lap,) = get("policy_laplace").plan(budget, 100, {"alpha": 3.0})
     assert lap.scale == pytest.approx(1 / 3)
-    assert lap.extra["cutoff"] == pytest.approx(lap.threshold + 1, rel=1e-12)
+    assert lap.extra.cutoff == pytest.approx(lap.threshold + 1, rel=1e-12)
     (gw,) = get("gw").plan(budget, 100, {"alpha": 3.0})
     assert gw.threshold == pytest.approx(1 + math.log(1 / (2 * math.exp(-10))) / 3, rel=1e-9)
 
@@ -257,7 +257,7 @@ def test_released_count_matches_expectation(con, algo, budget):
     ctx = RunContext(con, resolve(con, "t", "user_id", "item", "c"), Randomness(3))
     try:
         stages = DuckDBStages(ctx)
-        w, items = policy.sequential_histogram(stages, mech.update, plan.extra["cutoff"], mech.counted, 15)
+        w, items = policy.sequential_histogram(stages, mech.update, plan.extra.cutoff, mech.counted, 15)
         runs = 40
         counts = np.array([stages.output(stages.policy_release(w, items, plan)).num_rows for _ in range(runs)],
                           dtype=float)
@@ -278,7 +278,7 @@ def test_seeded_release_is_reproducible(con, algo):
     a, b = (sorted(duckdp.select(con, "t", seed=7, **kw).to_arrow().column(0).to_pylist()) for _ in range(2))
     assert a == b and len(a) > 0
     r = duckdp.select(con, "t", seed=7, **kw)
-    assert r.seeded and r.rounds[0].extra["cutoff"] > r.rounds[0].threshold
+    assert r.seeded and r.rounds[0].extra.cutoff > r.rounds[0].threshold
     assert leftovers(con) == []
 
 

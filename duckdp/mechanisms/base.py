@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, is_dataclass, replace
 from typing import Any, Callable, ClassVar
 
 import pyarrow as pa
 
 from ..errors import InvalidParameter
 from ..privacy.budget import Budget, EpsDelta, ZCDP
+from .guarantee import RoundGuarantee, basic_bound
 
 
 @dataclass(frozen=True)
@@ -25,14 +26,15 @@ class Param:
 class RoundPlan:
     """What one round will do, fixed before any data is read.
 
-    `scale` is σ for Gaussian noise or λ for Laplace/Gumbel, in the units of `threshold`.
+    `scale` is σ for Gaussian noise or λ for Laplace/Gumbel, in the units of `threshold`; `extra`
+    is the mechanism's own typed plan fields (a dataclass, e.g. MAD's τ), or None.
     """
 
     budget: Budget
     noise: str
     scale: float
     threshold: float
-    extra: dict = field(default_factory=dict)
+    extra: Any = None
 
 
 @dataclass
@@ -45,11 +47,12 @@ class Round:
     sigma: float
     threshold: float
     released: int
-    extra: dict = field(default_factory=dict)
+    extra: Any = None
 
     @classmethod
     def from_plan(cls, index: int, plan: RoundPlan, released: int) -> "Round":
-        return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, dict(plan.extra))
+        extra = replace(plan.extra) if is_dataclass(plan.extra) else plan.extra
+        return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, extra)
 
 
 class Mechanism(ABC):
@@ -64,6 +67,10 @@ class Mechanism(ABC):
     # Why the privacy guarantee is not established, for mechanisms kept only as published baselines;
     # they run only with allow_unproven=True.
     unproven: ClassVar[str | None] = None
+    # The Basic weighting exponent e its users table uses (None: no per-user translation), and
+    # whether users are truncated to Δ0 keys.
+    exponent: ClassVar[float | None] = None
+    truncates: ClassVar[bool] = True
 
     def check_params(self, given: dict) -> dict:
         """Fill defaults and validate; unknown names are errors (typos must not pass silently)."""
@@ -95,6 +102,19 @@ class Mechanism(ABC):
     @abstractmethod
     def run(self, stages, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
         """Compose the engine's `stages` (duckdp/stages); return the released keys and the executed rounds."""
+
+    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
+        """What round `index` guarantees in users; by default the Basic bound for `exponent`."""
+        if self.exponent is None:
+            return RoundGuarantee("none", "not translated to users")
+        return basic_bound(plan, self.exponent)
+
+    def explain_overall(self, rounds: list[RoundGuarantee]) -> tuple[Callable | None, list[str]]:
+        """The whole release's release probability (None: no bound) and notes; by default a
+        one-round mechanism's round bound."""
+        if len(rounds) == 1 and rounds[0].kind == "bound":
+            return rounds[0].probability, []
+        return None, []
 
     def describe(self) -> dict:
         return {"name": self.name, "aliases": list(self.aliases), "citation": self.citation,

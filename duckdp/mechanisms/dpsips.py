@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,6 +52,13 @@ def round_shares(iterations: int, ratio: float) -> list[float]:
     return [float(s) for s in shares]
 
 
+@dataclass
+class SipsRound:
+    """A DP-SIPS round's share of the budget."""
+
+    share: float
+
+
 class DPSIPS(Mechanism):
     name = "dpsips"
     citation = "Swanberg, Desfontaines, Haney, DP-SIPS (PoPETs 2023), Alg. 3, Thm 14"
@@ -61,12 +69,26 @@ class DPSIPS(Mechanism):
         Param("ratio", 1 / 3, "budget ratio r between rounds i and i+1 (1 = even split)", _check_ratio),
     )
 
+    exponent = 0.5
+
+    def explain_round(self, index, plan, params):
+        g = super().explain_round(index, plan, params)
+        if index:
+            g.notes.append("keys released in earlier rounds are removed, so holders' sets only shrink")
+        return g
+
+    def explain_overall(self, rounds):
+        """Later rounds see subsets of the users' sets, so each round's weight is still ≥ N/√k and its
+        noise is fresh: P(released in some round) ≥ 1 − Π_i (1 − p_i) (Swanberg et al. Alg. 3)."""
+        fns = [r.probability for r in rounds]
+        return (lambda n, k: 1.0 - np.prod([1.0 - f(n, k) for f in fns], axis=0)), []
+
     def plan(self, budget, max_contributions, params):
         shares = round_shares(params["iterations"], params["ratio"])
         plans = []
         for share, part in zip(shares, split_exact(budget, shares)):
             rp = gaussian_round(part, max_contributions)   # Alg. 2 per round (Thm 13; Gopi et al. Thm 5.1)
-            rp.extra["share"] = share
+            rp.extra = SipsRound(share)
             plans.append(rp)
         return plans
 

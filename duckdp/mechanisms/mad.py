@@ -20,10 +20,16 @@ storing only the keys released, removed or biased].
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtr
+
 from ..privacy.budget import split_exact
 from ..privacy.mad import (adaptive_threshold, biased_novelty, check_beta_max, check_beta_min, check_confidence,
                            check_degree, check_degrees, check_excess, check_split, reroute_fraction)
 from .base import Mechanism, Param, Round, RoundPlan
+from .guarantee import RoundGuarantee, basic_bound
 from .basic import gaussian_round
 
 _SHARED = (
@@ -35,6 +41,21 @@ _SHARED = (
 )
 
 
+@dataclass
+class MadRound:
+    """A MAD round's own plan: τ, f, the adaptive degrees and biases (spec §5); MAD2R's second
+    round also the round-1 confidence widths c_L·σ1 (`lower`) and c_U·σ1 (`upper`) (spec §6)."""
+
+    tau: float
+    reroute: float
+    min_degree: int
+    max_degree: int
+    beta_min: float
+    beta_max: float
+    lower: float | None = None
+    upper: float | None = None
+
+
 def _mad_round(budget, max_contributions: int, params: dict, beta_min: float = 1.0, beta_max: float = 1.0,
                requested_f=None) -> RoundPlan:
     """One MAD round: Basic's σ, T with ρ(k) = β_max/√k (§2, Lemma 5.4), τ = T + bσ, f (§5)."""
@@ -42,11 +63,25 @@ def _mad_round(budget, max_contributions: int, params: dict, beta_min: float = 1
     max_degree = params["max_adaptive_degree"] or max(max_contributions, params["adaptive_min_degree"])
     check_degrees(params["adaptive_min_degree"], max_degree)
     plan = gaussian_round(budget, max_contributions, novelty=biased_novelty(beta_max))
-    plan.extra.update(
+    plan.extra = MadRound(
         tau=adaptive_threshold(plan.threshold, plan.scale, params["adaptive_excess"], beta_max),
         reroute=reroute_fraction(requested_f, beta_min, beta_max, max_degree),
         min_degree=params["adaptive_min_degree"], max_degree=max_degree, beta_min=beta_min, beta_max=beta_max)
     return plan
+
+
+def _mad_guarantee(plan, params, bound: bool) -> RoundGuarantee:
+    """MAD dominates Basic with the same σ, T (Chen et al. ICML 2025 Thm 6.1; spec §7):
+    P ≥ min(P_Basic, Φ(b)); a MAD2R second round has only the Basic numbers as a reference."""
+    basic = basic_bound(plan, 0.5)
+    weighting = basic.weighting + f" (Basic); MAD reroutes excess weight and truncates at τ = {plan.extra.tau:.5g}"
+    if not bound:
+        return RoundGuarantee("reference", weighting, basic.probability, [
+            "this round drops keys released in round 0 or with a round-0 upper bound below T and down-weights "
+            f"keys with a high lower bound (β ≥ {plan.extra.beta_min:g}): no bound"])
+    cap = float(ndtr(params["adaptive_excess"]))
+    return RoundGuarantee("bound", weighting, lambda n, k: np.minimum(basic.probability(n, k), cap),
+                          [f"MAD dominates Basic (Thm 6.1, spec §7): P ≥ min(P_Basic, Φ(b) = {cap:.4f})"])
 
 
 def unbiased_vectors(stages, pairs, max_contributions: int):
@@ -63,6 +98,11 @@ class Mad(Mechanism):
     params = _SHARED + (
         Param("reroute_fraction", None, "f; default and maximum β_min(1/√Δ_max − 1/(2Δ_max)) (spec §5)"),
     )
+
+    exponent = 0.5
+
+    def explain_round(self, index, plan, params):
+        return _mad_guarantee(plan, params, bound=True)
 
     def plan(self, budget, max_contributions, params):
         return [_mad_round(budget, max_contributions, params, requested_f=params["reroute_fraction"])]
@@ -90,11 +130,20 @@ class Mad2R(Mechanism):
         Param("beta_max", 1.2, "β_max: largest weight multiple of 1/√d (spec §4, §8)", check_beta_max),
     )
 
+    exponent = 0.5
+
+    def explain_round(self, index, plan, params):
+        return _mad_guarantee(plan, params, bound=index == 0)
+
+    def explain_overall(self, rounds):
+        return rounds[0].probability, ["guarantee from round 0 alone (the whole release is at least as likely); "
+                                       "round 1 usually releases most keys, near its reference numbers"]
+
     def plan(self, budget, max_contributions, params):
         first, second = split_exact(budget, [params["split"], 1 - params["split"]])   # spec §6
         plan1 = _mad_round(first, max_contributions, params)                   # unbiased MAD, ρ(k) = 1/√k
         plan2 = _mad_round(second, max_contributions, params, params["beta_min"], params["beta_max"])
-        plan2.extra.update(lower=params["c_lower"] * plan1.scale, upper=params["c_upper"] * plan1.scale)
+        plan2.extra.lower, plan2.extra.upper = params["c_lower"] * plan1.scale, params["c_upper"] * plan1.scale
         return [plan1, plan2]
 
     def run(self, stages, plan, params):
@@ -105,8 +154,8 @@ class Mad2R(Mechanism):
         status = stages.mad2r_screen(pairs, vectors1, plan1, plan2, max_contributions)
         stages.drop(vectors1)                                            # free memory before round 2
         first = stages.output(stages.mad2r_released(status))
-        vectors2 = stages.mad2r_vectors(pairs, status, max_contributions, plan2.extra["beta_min"],
-                                        plan2.extra["beta_max"])
+        vectors2 = stages.mad2r_vectors(pairs, status, max_contributions, plan2.extra.beta_min,
+                                        plan2.extra.beta_max)
         second = stages.output(stages.release(stages.mad_weights(vectors2, plan2), plan2))
         table = stages.concat([first, second])
         return table, [Round.from_plan(0, plan1, stages.num_rows(first)),

@@ -15,14 +15,17 @@ from __future__ import annotations
 import math
 import numbers
 import sys
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from scipy.special import ndtr
 
 from ..errors import InvalidParameter
 from ..privacy.budget import EpsDelta
 from ..privacy.calibration import laplace_threshold, weighted_l1_novelty
 from .base import Mechanism, Param, Round, RoundPlan
+from .guarantee import RoundGuarantee, basic_bound
 from .basic import gaussian_round, laplace_round
 from .policy_updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
 
@@ -35,10 +38,24 @@ def _check_alpha(value) -> float:
     return float(value)
 
 
+@dataclass
+class PolicyRound:
+    """A sequential policy's cutoff Γ = T + α·scale and its α."""
+
+    alpha: float
+    cutoff: float
+
+
 def with_cutoff(plan: RoundPlan, alpha: float) -> RoundPlan:
     """Γ = T + α·scale (journal Alg. 3 and 5: the cutoff sits α noise units above the threshold)."""
-    plan.extra |= {"alpha": alpha, "cutoff": plan.threshold + alpha * plan.scale}
+    plan.extra = PolicyRound(alpha, plan.threshold + alpha * plan.scale)
     return plan
+
+
+def cutoff_probability(plan: RoundPlan) -> float:
+    """P(Γ + noise ≥ T) for the cutoff Γ = T + α·scale (journal Alg. 3/5): Φ(α) or 1 − e^{−α}/2."""
+    alpha = plan.extra.alpha
+    return float(ndtr(alpha)) if plan.noise == "gaussian" else 1.0 - 0.5 * math.exp(-alpha)
 
 
 class _Progress:
@@ -90,9 +107,21 @@ class _Sequential(Mechanism):
     update: Callable[[np.ndarray, float], np.ndarray]   # one user's update (policy_updates.py)
     counted = False          # GW ranks keys by row count and skips deduplication and truncation
 
+    def explain_round(self, index, plan, params):
+        """The threshold applies to the policy's weights, which depend on the order of users; a key
+        whose weight reaches Γ is released with P(Γ + noise ≥ T). The users table assumes an even
+        split of each user's budget (a reference, not a bound)."""
+        note = (f"T applies to the policy's weights; keys reaching the cutoff Γ = {plan.extra.cutoff:.5g} "
+                f"are released with probability {cutoff_probability(plan):.4f}")
+        if self.exponent is None:
+            return RoundGuarantee("none", "users fill their most frequent keys up to Γ; weights depend on the "
+                                  "order of users", notes=[note])
+        bound = basic_bound(plan, self.exponent)
+        return RoundGuarantee("reference", bound.weighting + " while below Γ (even split)", bound.probability, [note])
+
     def run(self, stages, plan, params):
         (round_plan,) = plan
-        weights, items = sequential_histogram(stages, self.update, round_plan.extra["cutoff"], self.counted,
+        weights, items = sequential_histogram(stages, self.update, round_plan.extra.cutoff, self.counted,
                                               params["max_contributions"])
         table = stages.output(stages.policy_release(weights, items, round_plan))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
@@ -107,6 +136,7 @@ class PolicyLaplace(_Sequential):
     summary = "Users in keyed-random order spread an ℓ1 budget of 1 evenly over their keys below the cutoff Γ."
     params = (Param("alpha", 3.0, "cutoff Γ = threshold + α·λ (journal §6.2.3: 3)", _check_alpha),)
     budgets = (EpsDelta,)
+    exponent = 1.0
     update = staticmethod(l1_descent)
 
     def plan(self, budget, max_contributions, params):
@@ -123,6 +153,7 @@ class PolicyGaussian(_Sequential):
     citation = "Gopi et al., DPSU journal version, Alg. 5 with ℓ2-descent (Alg. 7), Thm 5.1; zCDP: DP-SIPS §5.2.2"
     summary = "Users in keyed-random order move their keys towards the cutoff Γ by an ℓ2 distance of 1."
     params = (Param("alpha", 3.0, "cutoff Γ = threshold + α·σ (journal §6.2.3: 3)", _check_alpha),)
+    exponent = 0.5
     update = staticmethod(l2_descent)
 
     def plan(self, budget, max_contributions, params):
@@ -170,6 +201,7 @@ class GW(_Sequential):
     params = (Param("alpha", 3.0, "cutoff Γ = threshold + α·λ", _check_alpha),)
     budgets = (EpsDelta,)
     counted = True
+    truncates = False
     update = staticmethod(greedy_fill)
 
     def plan(self, budget, max_contributions, params):

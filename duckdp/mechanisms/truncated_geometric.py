@@ -18,12 +18,14 @@ so the output is a product of per-key mechanisms of which at most Δ0 differ, ea
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import InvalidParameter
 from ..privacy.budget import EpsDelta
 from .base import Mechanism, Round, RoundPlan
+from .guarantee import RoundGuarantee
 from .basic import basic_weights
 
 _MAX_STEPS = 2_000_000      # π reaches 1 after about 2·log(1/δ)/ε steps; beyond this ε is impractically small
@@ -43,6 +45,14 @@ def keep_probabilities(epsilon: float, delta: float) -> np.ndarray:
         probs.append(p)
 
 
+@dataclass
+class GeometricRound:
+    """The per-key budget (ε/Δ0, δ/Δ0) each key's keep decision uses."""
+
+    per_key_epsilon: float
+    per_key_delta: float
+
+
 class TruncatedGeometric(Mechanism):
     name = "truncated_geometric"
     citation = ("Desfontaines, Voss, Gipson, Mandayam, Differentially private partition selection, "
@@ -50,16 +60,25 @@ class TruncatedGeometric(Mechanism):
     summary = ("Keeps a key held by n users with the optimal probability π(n) (one user, one key); "
                "Δ0 > 1 splits (ε, δ) evenly over the Δ0 keys a user can touch.")
     budgets = (EpsDelta,)
+    exponent = 0.0
 
     def plan(self, budget, max_contributions, params):
         per_key = budget.scaled(1.0 / max_contributions)
         always = len(keep_probabilities(per_key.epsilon, per_key.delta)) + 1      # n*: π(n*) = 1
         return [RoundPlan(budget, "uniform", 1.0 / per_key.epsilon, float(always),
-                          {"per_key_epsilon": per_key.epsilon, "per_key_delta": per_key.delta})]
+                          GeometricRound(per_key.epsilon, per_key.delta))]
+
+    def explain_round(self, index, plan, params):
+        """A key held by N users is kept with exactly π(N) (Desfontaines et al. 2022 Thm 1)."""
+        probs = np.concatenate([[0.0], keep_probabilities(plan.extra.per_key_epsilon, plan.extra.per_key_delta)])
+        keep = lambda n, k: np.where(n < len(probs), probs[np.minimum(n, len(probs) - 1).astype(np.int64)], 1.0)  # noqa: E731
+        return RoundGuarantee("bound", "a key held by N users is kept with probability π(N)", keep, [
+            f"per-key budget ε = {plan.extra.per_key_epsilon:.4g}, δ = {plan.extra.per_key_delta:.3g}; "
+            f"keys with ≥ {int(plan.threshold):,} users are always kept"])
 
     def run(self, stages, plan, params):
         (round_plan,) = plan
-        probs = keep_probabilities(round_plan.extra["per_key_epsilon"], round_plan.extra["per_key_delta"])
+        probs = keep_probabilities(round_plan.extra.per_key_epsilon, round_plan.extra.per_key_delta)
         counts = basic_weights(stages, params["max_contributions"], 0.0)
         table = stages.output(stages.geometric_release(counts, probs))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]

@@ -154,8 +154,8 @@ class DuckDBStages(Stages):
         x = plan.extra
         return self._query("mad_weights", {"bounded": self._name(vectors),
                                            "keys": self.ctx.key_aliases},
-                           {"min_degree": x["min_degree"], "max_degree": x["max_degree"], "tau": x["tau"],
-                            "reroute": x["reroute"]})
+                           {"min_degree": x.min_degree, "max_degree": x.max_degree, "tau": x.tau,
+                            "reroute": x.reroute})
 
     def mad2r_screen(self, pairs: Query, vectors: Query, plan1, plan2, max_contributions: int) -> Query:
         weighted = self.mad_weights(vectors, plan1)
@@ -166,8 +166,8 @@ class DuckDBStages(Stages):
                              "noise": self.ctx.noise.name(plan1.noise)},
             weighted.params | {"scale": plan1.scale, "noise_salt": self.ctx.randomness.salt(),
                                "threshold": plan1.threshold, "threshold2": plan2.threshold,
-                               "tau2": plan2.extra["tau"], "lower": plan2.extra["lower"],
-                               "upper": plan2.extra["upper"], "max_contributions": max_contributions})
+                               "tau2": plan2.extra.tau, "lower": plan2.extra.lower,
+                               "upper": plan2.extra.upper, "max_contributions": max_contributions})
         return self._table(target)
 
     def mad2r_vectors(self, pairs: Query, status: Query, max_contributions: int, beta_min: float,
