@@ -30,12 +30,12 @@ import numpy as np
 import pyarrow as pa
 
 from .errors import InvalidParameter, SchemaError
+from .lifecycle import open_run
 from .mechanisms.base import Round
 from .privacy.budget import ZCDP, make_budget
 from .privacy.calibration import _up
 from .release import Release, Spent
 from .rng import Randomness
-from .lifecycle import open_run
 
 CITATION = ("Rogers, Private Count Release (2024), Alg. 1–2, Thm 4–6; "
             "Unknown-Domain Gumbel: Durfee & Rogers, NeurIPS 2019")

@@ -6,8 +6,8 @@ the same way, charges a session before reading any data, refuses NULLs and alway
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 import duckdb
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from conftest import leftovers, make_table, random_sets
 
 import duckdp
 from duckdp.lifecycle import open_run
 from duckdp.rng import Randomness
 from duckdp.stages import duckdb as stages_duckdb
 from duckdp.stages.duckdb import BYTES_PER_ROW_PASS, DuckDBStages
-
-from conftest import leftovers, make_table, random_sets
 
 ALGOS = [m["name"] for m in duckdp.algorithms()]
 EPS_ONLY = {m["name"] for m in duckdp.algorithms() if m["budgets"] == ["epsilon/delta"]}
@@ -46,7 +45,7 @@ def test_passes_give_the_same_keys_for_every_mechanism(data, monkeypatch, algo):
 
 def test_pcr_is_unchanged_under_a_small_memory_limit(data):
     """Count release has no truncation window; its distinct/group-by stages spill."""
-    run = lambda: duckdp.count_release(data, "t", rho=0.5, delta=1e-5, seed=1).to_arrow().to_pylist()  # noqa: E731
+    run = lambda: duckdp.count_release(data, "t", rho=0.5, delta=1e-5, seed=1).to_arrow().to_pylist()
     before = run()
     data.execute("SET memory_limit = '64MB'")
     assert run() == before

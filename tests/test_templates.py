@@ -18,7 +18,7 @@ SINGLES = {"basic", "truncated_geometric"}
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_header_declares_exactly_the_holes_and_params(name):
     text = (sql_dir() / f"{name}.sql").read_text(encoding="utf-8")
-    assert re.search(r"^-- idents:", text, re.M) and re.search(r"^-- params:", text, re.M), name
+    assert re.search(r"^-- idents:", text, re.MULTILINE) and re.search(r"^-- params:", text, re.MULTILINE), name
     t = load(name)          # raises if declared and used idents/params differ
     body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
     assert set(re.findall(r"\{([a-z_][a-z0-9_]*)\}", body)) == t.idents

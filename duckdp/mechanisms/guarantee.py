@@ -8,10 +8,13 @@ probability ≥ P(N·k^(−e) + noise ≥ T). Each mechanism states how its roun
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from ..privacy.calibration import gaussian_release_probability, laplace_release_probability
+from ..privacy.calibration import (
+    gaussian_release_probability,
+    laplace_release_probability,
+)
 
 Probability = Callable    # (n_users ndarray, keys_per_user int) -> release probability ndarray
 

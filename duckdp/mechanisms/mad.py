@@ -77,8 +77,8 @@ def _mad_guarantee(plan, params, bound: bool) -> RoundGuarantee:
     weighting = basic.weighting + f" (Basic); MAD reroutes excess weight and truncates at τ = {plan.extra.tau:.5g}"
     if not bound:
         return RoundGuarantee("reference", weighting, basic.probability, [
-            "this round drops keys released in round 0 or with a round-0 upper bound below T and down-weights "
-            f"keys with a high lower bound (β ≥ {plan.extra.beta_min:g}): no bound"])
+            ("this round drops keys released in round 0 or with a round-0 upper bound below T and down-weights "
+            f"keys with a high lower bound (β ≥ {plan.extra.beta_min:g}): no bound")])
     cap = float(ndtr(params["adaptive_excess"]))
     return RoundGuarantee("bound", weighting, lambda n, k: np.minimum(basic.probability(n, k), cap),
                           [f"MAD dominates Basic (Thm 6.1, spec §7): P ≥ min(P_Basic, Φ(b) = {cap:.4f})"])
@@ -136,8 +136,8 @@ class Mad2R(Mechanism):
         return _mad_guarantee(plan, params, bound=index == 0)
 
     def explain_overall(self, rounds):
-        return rounds[0].probability, ["guarantee from round 0 alone (the whole release is at least as likely); "
-                                       "round 1 usually releases most keys, near its reference numbers"]
+        return rounds[0].probability, [("guarantee from round 0 alone (the whole release is at least as likely); "
+                                       "round 1 usually releases most keys, near its reference numbers")]
 
     def plan(self, budget, max_contributions, params):
         first, second = split_exact(budget, [params["split"], 1 - params["split"]])   # spec §6

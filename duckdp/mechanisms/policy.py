@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import numbers
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy.special import ndtr
@@ -25,8 +25,8 @@ from ..errors import InvalidParameter
 from ..privacy.budget import EpsDelta
 from ..privacy.calibration import laplace_threshold, weighted_l1_novelty
 from .base import Mechanism, Param, Round, RoundPlan
-from .guarantee import RoundGuarantee, basic_bound
 from .basic import gaussian_round, laplace_round
+from .guarantee import RoundGuarantee, basic_bound
 from .policy_updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
 
 BATCH_USERS = 8192   # users per Arrow batch: bounds memory to the histogram plus one batch

@@ -25,8 +25,8 @@ import numpy as np
 from ..errors import InvalidParameter
 from ..privacy.budget import EpsDelta
 from .base import Mechanism, Round, RoundPlan
-from .guarantee import RoundGuarantee
 from .basic import basic_weights
+from .guarantee import RoundGuarantee
 
 _MAX_STEPS = 2_000_000      # π reaches 1 after about 2·log(1/δ)/ε steps; beyond this ε is impractically small
 
@@ -71,10 +71,10 @@ class TruncatedGeometric(Mechanism):
     def explain_round(self, index, plan, params):
         """A key held by N users is kept with exactly π(N) (Desfontaines et al. 2022 Thm 1)."""
         probs = np.concatenate([[0.0], keep_probabilities(plan.extra.per_key_epsilon, plan.extra.per_key_delta)])
-        keep = lambda n, k: np.where(n < len(probs), probs[np.minimum(n, len(probs) - 1).astype(np.int64)], 1.0)  # noqa: E731
+        keep = lambda n, k: np.where(n < len(probs), probs[np.minimum(n, len(probs) - 1).astype(np.int64)], 1.0)
         return RoundGuarantee("bound", "a key held by N users is kept with probability π(N)", keep, [
-            f"per-key budget ε = {plan.extra.per_key_epsilon:.4g}, δ = {plan.extra.per_key_delta:.3g}; "
-            f"keys with ≥ {int(plan.threshold):,} users are always kept"])
+            (f"per-key budget ε = {plan.extra.per_key_epsilon:.4g}, δ = {plan.extra.per_key_delta:.3g}; "
+            f"keys with ≥ {int(plan.threshold):,} users are always kept")])
 
     def run(self, stages, plan, params):
         (round_plan,) = plan

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .budget import Budget, EpsDelta, ZCDP
+from .budget import ZCDP, Budget, EpsDelta
 from .conversions import approx_zcdp_epsilon
 
 
@@ -26,7 +26,7 @@ class Spent:
     zcdp_delta: float | None = None
 
     @classmethod
-    def of(cls, budgets: list[Budget]) -> "Spent":
+    def of(cls, budgets: list[Budget]) -> Spent:
         """Compose round budgets: additively for zCDP (Bun–Steinke Lemma 8.2 via DP-SIPS Lemma 6,
         δ's summed as an upper bound) and by basic composition for (ε, δ)-DP (Dwork–Roth Thm 3.16)."""
         if not budgets:

@@ -12,7 +12,6 @@ import re
 import numpy as np
 import pyarrow as pa
 
-from ..templates import quote_ident
 from . import Query
 from .base import Stages
 
@@ -106,7 +105,7 @@ class DuckDBStages(Stages):
                            kept.params | {"exponent": exponent})
 
     def release(self, weights: Query, plan) -> Query:
-        from ..mechanisms.basic import release_query     # the noise + threshold stage
+        from ..mechanisms.basic import release_query  # the noise + threshold stage
         return Query(*release_query(self.ctx, tuple(weights), plan, self.ctx.key_aliases))
 
     def remove(self, pairs: Query, keys: Query) -> Query:
