@@ -221,7 +221,7 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
     with open_run(con, table, user_col, item_col, randomness, budgets=[budget], on_plan=_on_plan,
                   check_source=check_columns) as stages:
         source = stages.ctx.source
-        top = stages.top_counts(params["kbar"] + 1)
+        top = stages.top_counts(int(params["kbar"]) + 1)
     counts = top.column("_dp_count").to_numpy().astype(np.float64)
     next_count = float(counts[params["kbar"]]) if counts.size > params["kbar"] else 0.0
     result = private_count_release(counts[:params["kbar"]], next_count, budget, randomness, **params)

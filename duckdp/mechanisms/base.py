@@ -1,14 +1,15 @@
 """The mechanism interface: declared parameters, a data-free plan, and a run over SQL."""
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, is_dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 import pyarrow as pa
 
 from ..errors import InvalidParameter
-from ..privacy.budget import Budget, EpsDelta, ZCDP
+from ..privacy.budget import ZCDP, Budget, EpsDelta
 from .guarantee import RoundGuarantee, basic_bound
 
 
@@ -51,8 +52,7 @@ class Round:
 
     @classmethod
     def from_plan(cls, index: int, plan: RoundPlan, released: int) -> "Round":
-        extra = replace(plan.extra) if is_dataclass(plan.extra) else plan.extra
-        return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, extra)
+        return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, copy.copy(plan.extra))
 
 
 class Mechanism(ABC):

@@ -56,8 +56,6 @@ def release_query(ctx, weights: tuple[str, dict], plan: RoundPlan, key_output: s
 
 
 class _Basic(Mechanism):
-    exponent: float
-
     def run(self, stages, plan, params):
         (round_plan,) = plan
         weights = basic_weights(stages, params["max_contributions"], self.exponent)

@@ -106,7 +106,7 @@ class DuckDBStages(Stages):
 
     def release(self, weights: Query, plan) -> Query:
         from ..mechanisms.basic import release_query  # the noise + threshold stage
-        return Query(*release_query(self.ctx, tuple(weights), plan, self.ctx.key_aliases))
+        return Query(*release_query(self.ctx, (weights.sql, weights.params), plan, self.ctx.key_aliases))
 
     def remove(self, pairs: Query, keys: Query) -> Query:
         return self._query("stage_remove", {"pairs": f"({pairs.sql})", "keys_table": f"({keys.sql})",
