@@ -116,7 +116,7 @@ class DuckDBStages(Stages):
         return self._table(self._store_as(frame, name))
 
     def empty_keys(self, like: Query) -> Query:
-        target = self.ctx.temp_table("keys")
+        target = self.ctx.temp_table("released")
         self.ctx.execute("stage_empty_keys", {"target": target, "like": f"({like.sql})", "keys": self.ctx.key_aliases},
                          like.params)
         return self._table(target)
