@@ -18,7 +18,7 @@ a DataFrame). Column contract, identical on every engine:
   weights : keys + `_dp_w` DOUBLE, one row per key
   keys    : key columns only (released or removed keys)
 
-Shared stages (every mechanism composes these):
+Shared stages (every mechanism composes these; signatures in `duckdp/stages/base.py`):
   pairs()                      distinct (user, key) pairs of the input (NULLs were refused earlier)
   sized(pairs)                 attach |W_u|
   truncate(sized, Δ0)          each user keeps min(|W_u|, Δ0) keys: the Δ0 of smallest keyed hash of
@@ -27,25 +27,33 @@ Shared stages (every mechanism composes these):
                                partitions to bound memory; the kept set must not depend on that.
   weights(kept, e)             Σ over kept users of _dp_d^(−e) per key (e = ½, 1 or 0: Gopi et al.
                                ICML 2020 §1.1)
-  release(weights, plan)       noise + threshold: keys whose `_dp_w` + plan.scale·noise ≥ plan.threshold,
-                               noise from the keyed PRF (the noise stage; output: keys)
+  release(weights, plan)       noise + threshold: keys with `_dp_w` + plan.scale·noise ≥ plan.threshold,
+                               noise from the run's keyed PRF (the noise stage; output: keys)
   remove(pairs, keys)          pairs whose key is not in `keys` (anti-join; DP-SIPS Alg. 3 line 9)
-  store(frame)                 materialise (DuckDB: TEMP table; Spark: cache/checkpoint) and return it
-  count(frame) / union(frames) row count / union of key frames with the same columns
-  output(keys)                 the engine's result table with the input's key names (DuckDB: Arrow)
+  store(frame, name)           materialise (DuckDB: TEMP table; Spark: cache/checkpoint); drop(frame)
+  empty_keys(like)             an empty stored key frame; append(stored, keys) → (stored ∪ keys, added)
+  union(a, b)                  two key frames concatenated
+  output(keys)                 the engine's result table under the input's key names (DuckDB: Arrow;
+                               Spark: DataFrame); num_rows(table), concat(tables) on those results
 
 Mechanism-specific stages (`<algo>_<stage>`; same contract on every engine):
-  mad_vectors(kept)                      (_dp_user, keys, _dp_d, _dp_uw = 1/√d) stored (spec §2, §4)
+  mad_vectors(kept)                      stored (_dp_user, keys, _dp_d, _dp_uw = 1/√d) (spec §2, §4)
   mad_weights(vectors, plan)             MAD stages 1–4 → weights (spec §5)
-  mad2r_screen(pairs, vectors, plan1, plan2, Δ0) → stored status (keys, _dp_released, _dp_round2, _dp_beta)
-  mad2r_vectors(pairs, status, Δ0, β_min, β_max) → stored round-2 vectors (spec §6, §4)
+  mad2r_screen(pairs, vectors, plan1, plan2, Δ0)  stored exceptions (keys, _dp_released, _dp_round2,
+                                         _dp_beta); `pairs` is the stored `sized` frame
+  mad2r_vectors(pairs, status, Δ0, β_min, β_max)  stored round-2 vectors (spec §6, §4)
   mad2r_released(status)                 keys of O1
-  policy_pairs(counted, Δ0) → (pairs, items, n_items): truncated pairs (or GW's counted pairs) and
-                               dense item ids; policy_lists(pairs, items) → iterator of Arrow batches
-                               of per-user item-id lists in keyed-random user order;
-                               policy_release(weights ndarray, items, plan) → keys
-  geometric_release(weights, keep_prob) truncated geometric keep decision → keys
-  top_counts(k)                          count release: the k largest distinct-user counts (Arrow)
+  policy_pairs(counted, Δ0) → (pairs, items, n_items): truncated pairs with `_dp_n` (or GW's row
+                               counts, untruncated) and dense `_dp_item` ids 0..n−1;
+  count_users(pairs); policy_lists(pairs, items, batch_users) → iterator of Arrow batches, one list
+                               column of item ids per user in keyed-random user order (has .close());
+  policy_release(weights ndarray by item id, items, plan) → keys (noise + threshold over supp H)
+  geometric_release(weights, keep_prob)  truncated geometric keep decision → keys
+  top_counts(k)                          count release: the k largest distinct-user counts (keys,
+                                         `_dp_count`) as an Arrow table, ties in keyed-hash order
+
+Runs open through `duckdp.lifecycle.open_run` (connect check → run id → resolve input → charge →
+NULL check → close); an engine provides the equivalent for its session type.
 
 Salts are drawn from the run's `Randomness` in call order, so a seeded run is reproducible on one
 engine; cross-engine agreement is required for weights (no truncation active), σ and T, not for

@@ -113,3 +113,7 @@ class Stages(ABC):
     @abstractmethod
     def geometric_release(self, weights: Frame, keep_prob: np.ndarray) -> Frame:
         """Truncated geometric: keys kept with probability π(n) by one keyed uniform draw each."""
+
+    @abstractmethod
+    def top_counts(self, top: int):
+        """Count release: the `top` largest distinct-user counts (keys, `_dp_count`), Arrow, ties keyed."""
