@@ -186,7 +186,7 @@ def _release_json(release, output: str) -> dict:
             "max_contributions": release.max_contributions, "params": release.params,
             "budget": release.budget.as_dict(), "spent": release.spent.as_dict(), "seeded": release.seeded,
             "rounds": [{"index": r.index, "budget": r.budget.as_dict(), "noise": r.noise, "sigma": r.sigma,
-                        "threshold": r.threshold, "released": r.released, **r.extra} for r in release.rounds]}
+                        "threshold": r.threshold, "released": r.released, **r.extra_fields()} for r in release.rounds]}
 
 
 def _select(args) -> int:

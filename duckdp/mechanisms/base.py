@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
@@ -49,6 +50,12 @@ class Round:
     threshold: float
     released: int
     extra: Any = None
+
+    def extra_fields(self) -> dict:
+        """`extra` as a plain dict (typed plan fields, or count release's per-level values)."""
+        if self.extra is None:
+            return {}
+        return dict(self.extra) if isinstance(self.extra, dict) else dataclasses.asdict(self.extra)
 
     @classmethod
     def from_plan(cls, index: int, plan: RoundPlan, released: int) -> "Round":
