@@ -28,6 +28,17 @@ def memory_limit_bytes(con) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)] if m and m.group(2) in _UNITS else 0.0
 
 
+def merge(*params: dict) -> dict:
+    """Bound values of composed frames; one name must not carry two values (e.g. two salts)."""
+    out: dict = {}
+    for p in params:
+        for name, value in p.items():
+            if name in out and out[name] is not value and out[name] != value:
+                raise RuntimeError(f"composed stages bind ${name} twice with different values")
+            out[name] = value
+    return out
+
+
 class DuckDBStages(Stages):
     """Stages over one run's `RunContext` (connection, input, randomness, TEMP tables)."""
 
@@ -59,8 +70,8 @@ class DuckDBStages(Stages):
 
     # -- truncation passes ---------------------------------------------------------------------
     def source_rows(self) -> int:
-        """The input's row count: the catalog estimate for tables, else a count (parquet metadata,
-        Arrow/pandas row counts and views over them answer it without reading the data)."""
+        """The input's row count: the catalog estimate for tables, else one count (parquet files
+        answer it from their metadata), done only when truncation needs it."""
         if self.ctx.source.estimated_rows is None:
             self.ctx.source.estimated_rows = self.ctx.scalar(f"SELECT count(*) FROM {self.ctx.source.sql}")
         return self.ctx.source.estimated_rows
@@ -87,7 +98,7 @@ class DuckDBStages(Stages):
         keys = self.ctx.key_aliases
         passes = self.truncation_passes()
         if passes == 1:
-            return self._query("stage_truncate", {"sized": sized.sql, "keys": keys}, sized.params | params)
+            return self._query("stage_truncate", {"sized": sized.sql, "keys": keys}, merge(sized.params, params))
         stored = sized.sql in self._tables
         table = self._tables[sized.sql] if stored else self._store_as(sized, "sized")   # read once per pass; spills
         kept = self.ctx.temp_table("kept")
@@ -102,7 +113,7 @@ class DuckDBStages(Stages):
 
     def weights(self, kept: Query, exponent: float) -> Query:
         return self._query("stage_weights", {"kept": kept.sql, "keys": self.ctx.key_aliases},
-                           kept.params | {"exponent": exponent})
+                           merge(kept.params, {"exponent": exponent}))
 
     def release(self, weights: Query, plan) -> Query:
         from ..mechanisms.basic import release_query  # the noise + threshold stage
@@ -110,7 +121,7 @@ class DuckDBStages(Stages):
 
     def remove(self, pairs: Query, keys: Query) -> Query:
         return self._query("stage_remove", {"pairs": f"({pairs.sql})", "keys_table": f"({keys.sql})",
-                                            "match": self.ctx.key_match("p", "r")}, pairs.params | keys.params)
+                                            "match": self.ctx.key_match("p", "r")}, merge(pairs.params, keys.params))
 
     def store(self, frame: Query, name: str) -> Query:
         return self._table(self._store_as(frame, name))
@@ -127,7 +138,8 @@ class DuckDBStages(Stages):
         return stored, int(count)
 
     def union(self, first: Query, second: Query) -> Query:
-        return self._query("stage_union", {"first": first.sql, "second": second.sql}, first.params | second.params)
+        return self._query("stage_union", {"first": first.sql, "second": second.sql},
+                           merge(first.params, second.params))
 
     def output(self, keys: Query) -> pa.Table:
         return self.ctx.arrow("stage_output", {"keys_query": keys.sql, "key_output": self.ctx.key_output},
