@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import re
 
-from ..privacy.budget import EpsDelta
+from ..privacy.budget import EpsDelta, split_exact
+from ..privacy.composition import gaussian_rounds
 from ..privacy.calibration import (analytic_gaussian_sigma, constant_novelty, gaussian_threshold,
                                    laplace_threshold, weighted_l1_novelty, weighted_l2_novelty, zcdp_sigma)
 from .base import Mechanism, Round, RoundPlan
@@ -31,6 +32,27 @@ def gaussian_round(budget, max_contributions: int, sensitivity: float = 1.0,
         sigma = zcdp_sigma(budget.rho, sensitivity)
         novel_delta = budget.delta
     return RoundPlan(budget, "gaussian", sigma, gaussian_threshold(sigma, novel_delta, max_contributions, novelty))
+
+
+def composed_gaussian_rounds(budget, shares: list[float], max_contributions: int, novelties=None,
+                             sensitivities=None) -> list[RoundPlan]:
+    """σ_j and T_j of Gaussian rounds composed exactly (privacy.composition.gaussian_rounds: jointly
+    μ-GDP, Dong, Roth & Su 2022 Cor. 3.3; zCDP: additive ρ_j), with T_j at the round's novel-key δ_j
+    and novel sensitivity `novelties[j]` (Gopi et al. Thm 5.1; DP-SIPS Alg. 2, Thm 13).
+
+    Each round's `budget` is its share of the request (Σ = the request exactly): what ledgers add
+    up, not a guarantee of the round alone; `extra` holds its share, μ_j = Δ_j/σ_j and δ_j.
+    """
+    novelties = novelties or [weighted_l2_novelty] * len(shares)
+    sensitivities = sensitivities or [1.0] * len(shares)
+    composed = gaussian_rounds(budget, shares, sensitivities)
+    plans = []
+    for part, share, sigma, novel, novelty, d in zip(split_exact(budget, shares), shares, composed.sigmas,
+                                                    composed.novel_deltas, novelties, sensitivities):
+        rp = RoundPlan(part, "gaussian", sigma, gaussian_threshold(sigma, novel, max_contributions, novelty))
+        rp.extra.update(share=share, mu=d / sigma, novel_delta=novel)
+        plans.append(rp)
+    return plans
 
 
 def laplace_round(budget: EpsDelta, max_contributions: int, sensitivity: float = 1.0,

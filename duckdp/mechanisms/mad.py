@@ -6,11 +6,13 @@ below refer to it; the paper's own formulas were not recoverable).
 
 MAD (spec §5, paper Alg. 3): ℓ2 sensitivity 1 (Lemma 5.8) and novel sensitivity 1/√k (Lemma 5.4),
 so inside the weight-and-threshold meta-algorithm (§2, Alg. 1, Thm 3.3) it uses exactly Basic's σ
-and T (Corollary 5.2). MAD2R (spec §6, Alg. 4): round 1 is unbiased MAD at (αε, αδ); round 2 is
-biased MAD at ((1−α)ε, (1−α)δ) with novel sensitivity β_max/√k (Lemma 5.4) on the sets left after
-removing O1 and keys whose round-1 upper bound is below T2, with biases from round-1 lower bounds;
-each round is Thm 3.3, basic composition gives the total (Thm 5.1). zCDP budgets use the same
-structure with (αρ, αδ) / ((1−α)ρ, (1−α)δ) and the zCDP calibration of Basic.
+and T (Corollary 5.2). MAD2R (spec §6, Alg. 4): round 1 is unbiased MAD, round 2
+biased MAD with novel sensitivity β_max/√k (Lemma 5.4) on the sets left after removing O1 and keys
+whose round-1 upper bound is below T2, with biases from round-1 lower bounds; each round is Thm 3.3
+with ℓ2 sensitivity 1. The rounds get shares α and 1 − α of the budget composed exactly
+(privacy/composition.py, our improvement on the spec's basic composition, Thm 5.1): under (ε, δ)
+σ_1⁻² = α·μ², σ_2⁻² = (1−α)·μ² with μ calibrated to (ε, δ/2), jointly μ-GDP (Dong, Roth & Su 2022,
+Cor. 3.3, adaptive); thresholds at αδ/2 and (1−α)δ/2. zCDP: (αρ, αδ) and ((1−α)ρ, (1−α)δ).
 
 Each stage is SQL: sql/mad_pairs.sql (distinct pairs with each user's key count) and
 sql/mad_bounded.sql / mad2r_bounded.sql + mad2r_biased.sql (user vectors), both materialised;
@@ -21,11 +23,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..privacy.budget import split_exact
 from ..privacy.mad import (adaptive_threshold, biased_novelty, check_beta_max, check_beta_min, check_confidence,
                            check_degree, check_degrees, check_excess, check_split, reroute_fraction)
 from .base import Mechanism, Param, Round, RoundPlan
-from .basic import gaussian_round
+from .basic import composed_gaussian_rounds, gaussian_round
 from .basic import release_query as basic_release_query
 
 _SHARED = (
@@ -37,13 +38,12 @@ _SHARED = (
 )
 
 
-def _mad_round(budget, max_contributions: int, params: dict, beta_min: float = 1.0, beta_max: float = 1.0,
+def _mad_round(plan: RoundPlan, max_contributions: int, params: dict, beta_min: float = 1.0, beta_max: float = 1.0,
                requested_f=None) -> RoundPlan:
-    """One MAD round: Basic's σ, T with ρ(k) = β_max/√k (§2, Lemma 5.4), τ = T + bσ, f (§5)."""
+    """One MAD round on a Gaussian round's σ, T (T with ρ(k) = β_max/√k, §2, Lemma 5.4): τ = T + bσ, f (§5)."""
     # Default Δ_max = Δ0; when Δ0 < Δ_min no user can be adaptive and Δ_max only sets f (spec §5).
     max_degree = params["max_adaptive_degree"] or max(max_contributions, params["adaptive_min_degree"])
     check_degrees(params["adaptive_min_degree"], max_degree)
-    plan = gaussian_round(budget, max_contributions, novelty=biased_novelty(beta_max))
     plan.extra.update(
         tau=adaptive_threshold(plan.threshold, plan.scale, params["adaptive_excess"], beta_max),
         reroute=reroute_fraction(requested_f, beta_min, beta_max, max_degree),
@@ -99,7 +99,8 @@ class Mad(Mechanism):
     )
 
     def plan(self, budget, max_contributions, params):
-        return [_mad_round(budget, max_contributions, params, requested_f=params["reroute_fraction"])]
+        plan = gaussian_round(budget, max_contributions)                      # ρ(k) = 1/√k (Lemma 5.4)
+        return [_mad_round(plan, max_contributions, params, requested_f=params["reroute_fraction"])]
 
     def run(self, ctx, plan, params):
         (round_plan,) = plan
@@ -127,9 +128,12 @@ class Mad2R(Mechanism):
     )
 
     def plan(self, budget, max_contributions, params):
-        first, second = split_exact(budget, [params["split"], 1 - params["split"]])   # spec §6
-        plan1 = _mad_round(first, max_contributions, params)                   # unbiased MAD, ρ(k) = 1/√k
-        plan2 = _mad_round(second, max_contributions, params, params["beta_min"], params["beta_max"])
+        # Both rounds have ℓ2 sensitivity 1 (Lemma 5.8), composed exactly with shares α, 1 − α (spec §6).
+        alpha = params["split"]
+        rounds = composed_gaussian_rounds(budget, [alpha, 1 - alpha], max_contributions,
+                                          [biased_novelty(1.0), biased_novelty(params["beta_max"])])
+        plan1 = _mad_round(rounds[0], max_contributions, params)                # unbiased MAD, ρ(k) = 1/√k
+        plan2 = _mad_round(rounds[1], max_contributions, params, params["beta_min"], params["beta_max"])
         plan2.extra.update(lower=params["c_lower"] * plan1.scale, upper=params["c_upper"] * plan1.scale)
         return [plan1, plan2]
 
