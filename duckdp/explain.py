@@ -32,6 +32,7 @@ from .errors import InvalidParameter
 from .privacy.budget import Budget, make_budget
 from .privacy.calibration import (_check_max_contributions, gaussian_release_probability,
                                   laplace_release_probability)
+from .privacy.composition import composition_lines
 
 TARGETS = (0.5, 0.95)
 _MAX_USERS = 10**15      # beyond this a key is treated as never reaching the target
@@ -96,6 +97,7 @@ class Explanation:
     overall: list[UsersNeeded] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     _overall_probability: Callable | None = field(default=None, repr=False)
+    composition: list[str] = field(default_factory=list)    # how Gaussian rounds compose (μ, σ_j, conversion)
 
     def release_probability(self, n_users, keys_per_user: int, round: int | None = None) -> np.ndarray:
         """P(release) (a lower bound where the round's kind is "bound") for a key held by `n_users`
@@ -149,6 +151,7 @@ class Explanation:
     def __str__(self) -> str:
         head = [f"duckdp explain — {self.algo}: {self.budget}, Δ0 = {self.max_contributions}",
                 f"  mechanism : {self.citation}"]
+        head += [f"  {'accounting' if i == 0 else '':<10}: {line}" for i, line in enumerate(self.composition)]
         return "\n".join(head + self.lines())
 
 
@@ -277,7 +280,10 @@ def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, ho
                      "holds a given key with probability Δ0/k")
     if getattr(mech, "unproven", None):
         notes.append("caution: " + mech.unproven)
-    return Explanation(name, mech.citation, budget, max_contributions, dict(params), rounds, overall, notes, overall_fn)
+    composition = (composition_lines(budget, [p.scale for p in plans], [p.extra["mu"] for p in plans])
+                   if all("mu" in p.extra for p in plans) else [])
+    return Explanation(name, mech.citation, budget, max_contributions, dict(params), rounds, overall, notes, overall_fn,
+                       composition)
 
 
 def _check_holdings(keys_per_user, max_contributions: int) -> list[int]:

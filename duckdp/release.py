@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from .explain import release_section
 from .privacy.budget import Budget, EpsDelta, ZCDP
+from .privacy.composition import composition_lines
 from .privacy.conversions import approx_zcdp_epsilon
 
 
@@ -50,8 +51,22 @@ class Spent:
         return f"{self.zcdp_delta:.3g}-approximate {self.rho:.4g}-zCDP, which implies {dp}"
 
 
-def _budget_str(b: Budget) -> str:
-    return f"ρ={b.rho:.4g} δ={b.delta:.3g}" if isinstance(b, ZCDP) else f"ε={b.epsilon:.4g} δ={b.delta:.3g}"
+def _budget_str(b: Budget, extra: dict) -> str:
+    """A round's budget; (ε, δ) rounds composed exactly show their μ_j and novel-key δ_j instead of the
+    share of (ε, δ) they are charged (no guarantee of the round alone)."""
+    if isinstance(b, ZCDP):
+        return f"ρ={b.rho:.4g} δ={b.delta:.3g}"
+    if "mu" in extra:
+        return f"μ={extra['mu']:.4g} δ={extra['novel_delta']:.3g}"
+    return f"ε={b.epsilon:.4g} δ={b.delta:.3g}"
+
+
+def _composition(release) -> list[str]:
+    """The exact-composition lines of a release whose rounds all record μ_j (privacy/composition.py)."""
+    if not release.rounds or not all("mu" in r.extra for r in release.rounds):
+        return []
+    lines = composition_lines(release.budget, [r.sigma for r in release.rounds], [r.extra["mu"] for r in release.rounds])
+    return [f"  {'accounting' if i == 0 else '':<10}: {line}" for i, line in enumerate(lines)]
 
 
 @dataclass
@@ -92,12 +107,13 @@ class Release:
             lines.append(f"  CAUTION   : privacy NOT established — {self.caveat}")
         lines += [f"  budget    : {self.budget}",
                   f"  spent     : {self.spent}",
+                  *_composition(self),
                   "  randomness: " + ("SEEDED — reproducible, for tests and demos only, not private"
                                       if self.seeded else "secure (key from os.urandom)"),
                   "",
                   f"  {'round':>5}  {'budget':<22} {'noise':<9} {'σ/λ':>10} {'threshold':>11} {'released':>9}"]
         for r in self.rounds:
-            lines.append(f"  {r.index:>5}  {_budget_str(r.budget):<22} {r.noise:<9} {r.sigma:>10.5g} "
+            lines.append(f"  {r.index:>5}  {_budget_str(r.budget, r.extra):<22} {r.noise:<9} {r.sigma:>10.5g} "
                          f"{r.threshold:>11.6g} {r.released:>9,}")
         lines.append(f"  released {len(self):,} keys in total")
         lines += release_section(self)

@@ -187,8 +187,11 @@ CREATE OR REPLACE TEMP MACRO duckdp_gaussian_threshold(sigma, delta, max_contrib
 
 -- Every round's budget, σ and threshold, computed before any data is read. `shares` splits the
 -- budget across rounds (each share of ε or ρ and of δ). Per round:
---   (ε, δ): σ from the analytic Gaussian at (ε, δ/2), T with δ/2 (Gopi et al. 2020, Thm 5.1);
---   zCDP:   σ = Δ/√(2ρ), T with the whole δ (DP-SIPS Alg. 2, Thm 13).
+--   (ε, δ): the rounds' Gaussians are composed exactly: jointly μ-GDP (Dong, Roth & Su 2022,
+--           Cor. 3.3) with 1/μ the analytic-Gaussian σ at (ε, δ/2) (Balle & Wang 2018 Thm 8; Dong
+--           et al. Cor. 2.13), round j's σ_j = Δ/(μ√share_j); T with δ·share_j/2 (Gopi et al. 2020,
+--           Thm 5.1). One round: σ from the analytic Gaussian at (ε, δ/2).
+--   zCDP:   σ = Δ/√(2ρ·share_j), T with δ·share_j (DP-SIPS Alg. 2, Thm 13, 14).
 -- SELECT * FROM duckdp_plan(epsilon := 1, delta := 1e-5, max_contributions := 100);
 CREATE OR REPLACE TEMP MACRO duckdp_plan(epsilon := NULL, rho := NULL, delta := NULL, max_contributions := 100,
                                          shares := [1.0e0], sensitivity := 1, novelty_scale := 1,
@@ -204,14 +207,18 @@ WITH checked AS (    -- the budget arguments, refused unless exactly one of epsi
 ), budgets AS (      -- one row per round with its share of the budget
   SELECT generate_subscripts(shares, 1) - 1 AS _dp_round, unnest(shares)::DOUBLE AS _dp_share
   FROM checked WHERE _dp_ok
+), joint AS (       -- (ε, δ): 1/μ, the σ of all rounds together, at (ε, δ/2)
+  SELECT CASE WHEN epsilon IS NOT NULL
+              THEN duckdp_analytic_gaussian_sigma(epsilon::DOUBLE, delta::DOUBLE / 2, sensitivity) END AS _dp_joint
+  FROM checked WHERE _dp_ok
 ), calibrated AS (   -- σ per round; novel items get δ/2 under (ε, δ), δ under zCDP
   SELECT _dp_round, epsilon::DOUBLE * _dp_share AS _dp_eps, rho::DOUBLE * _dp_share AS _dp_rho,
          delta::DOUBLE * _dp_share AS _dp_delta,
-         CASE WHEN epsilon IS NOT NULL
-              THEN duckdp_analytic_gaussian_sigma(epsilon::DOUBLE * _dp_share, delta::DOUBLE * _dp_share / 2, sensitivity)
-              ELSE duckdp_zcdp_sigma(rho::DOUBLE * _dp_share, sensitivity) END AS _dp_sigma,
+         CASE WHEN epsilon IS NULL THEN duckdp_zcdp_sigma(rho::DOUBLE * _dp_share, sensitivity)
+              WHEN _dp_share = 1 THEN _dp_joint
+              ELSE duckdp_round_up(_dp_joint / sqrt(_dp_share)) END AS _dp_sigma,
          CASE WHEN epsilon IS NOT NULL THEN delta::DOUBLE * _dp_share / 2 ELSE delta::DOUBLE * _dp_share END AS _dp_novel
-  FROM budgets
+  FROM budgets, joint
 )
 SELECT _dp_round AS round, _dp_eps AS epsilon, _dp_rho AS rho, _dp_delta AS delta, _dp_sigma AS sigma,
        duckdp_gaussian_threshold(_dp_sigma, _dp_novel, max_contributions, novelty_scale, novelty_exponent) AS threshold
@@ -274,7 +281,7 @@ SELECT * FROM duckdp_basic(tbl, user_col, item_col, epsilon, rho, delta, max_con
 -- DP-SIPS (Swanberg, Desfontaines, Haney 2023, Alg. 3, Thm 14), iterations fixed at I = 3 and
 -- unrolled: round i runs Weighted Gaussian with the share r^{I−i−1}(1−r)/(1−r^I) of ε or ρ and
 -- of δ (1/I when r = 1) on every user's set minus the keys released so far, re-truncated to Δ0;
--- the output is the union. zCDP composes additively (Thm 14); (ε, δ) by basic composition.
+-- the output is the union. zCDP composes additively (Thm 14); (ε, δ) exactly as Gaussians (duckdp_plan).
 -- Round i's share r^{I−i−1}(1−r)/(1−r^I) of the budget, I = 3; 1/I when r = 1 (DP-SIPS Alg. 3, lines 3–6).
 CREATE OR REPLACE TEMP MACRO duckdp_dpsips_shares(ratio) AS
   CASE WHEN NOT ratio::DOUBLE > 0 THEN error('duckdp: ratio must be > 0')::DOUBLE[]

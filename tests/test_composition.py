@@ -11,11 +11,14 @@ from dp_accounting.pld import privacy_loss_distribution as pld
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms.dpsips import round_shares
 from duckdp.privacy.budget import EpsDelta, ZCDP
 from duckdp.privacy.calibration import analytic_gaussian_delta
 from duckdp.privacy.composition import gaussian_rounds
+
+from conftest import make_table
 
 SHARES = round_shares(3, 1 / 3)           # 1/13, 3/13, 9/13 (DP-SIPS Alg. 3)
 
@@ -114,3 +117,15 @@ def test_composed_rounds_never_exceed_the_budget(epsilon, delta, iterations, rat
 def test_bad_shares_or_sensitivities(shares, sensitivities):
     with pytest.raises(InvalidParameter):
         gaussian_rounds(EpsDelta(1.0, 1e-5), shares, sensitivities)
+
+
+def test_explain_and_report_state_mu_sigmas_and_conversion(con):
+    text = str(duckdp.explain("dpsips", epsilon=1.0, delta=1e-5, keys_per_user=[1]))
+    assert "μ = √Σ(Δ_j/σ_j)² = 0.257457, σ_j = 14.0045, 8.08548, 4.66816" in text
+    assert "(ε, δ/2) ↔ μ-GDP by the analytic Gaussian" in text and "δ/2 over the rounds' novel-key events" in text
+    assert "μ = √Σ(Δ_j/σ_j)² = 0.447214" in str(duckdp.explain("mad2r", rho=0.1, delta=1e-5, keys_per_user=[1]))
+    assert "μ-GDP" not in str(duckdp.explain("weighted_gaussian", epsilon=1.0, delta=1e-5, keys_per_user=[1]))
+    make_table(con, "t", [u % 20 for u in range(200)], [u % 7 for u in range(200)])
+    report = duckdp.select(con, "t", algo="mad2r", epsilon=1.0, delta=1e-5, max_contributions=10, seed=0).report()
+    assert "accounting: rounds jointly μ-GDP, μ = √Σ(Δ_j/σ_j)² = 0.257457, σ_j = 12.2827, 4.09424" in report
+    assert "(ε, δ/2) ↔ μ-GDP" in report and "μ=0.08142 δ=5e-07" in report

@@ -26,12 +26,6 @@ from ..errors import InvalidParameter
 from .budget import Budget, EpsDelta, _exact_parts
 from .calibration import _up, analytic_gaussian_sigma, zcdp_sigma
 
-CONVERSION = "(ε, δ/2) ↔ μ-GDP by the analytic Gaussian (Balle & Wang 2018 Thm 8; Dong et al. 2022 Cor. 2.13); " \
-             "δ/2 over the rounds' novel-key events"
-ZCDP_CONVERSION = "ρ_j = share_j·ρ add (Bun & Steinke 2016 Lemma 2.3); δ_j = share_j·δ over novel-key events; " \
-                  "the same rounds are √(2ρ)-GDP"
-
-
 class GaussianRounds(NamedTuple):
     """The joint μ (μ-GDP of all Gaussian rounds together), each round's σ_j, and each round's δ_j
     for its novel-key event (the threshold of round j uses δ_j)."""
@@ -70,3 +64,15 @@ def gaussian_rounds(budget: Budget, shares, sensitivities=None) -> GaussianRound
         sigmas = [zcdp_sigma(r, d) for r, d in zip(_exact_parts(budget.rho, shares), sensitivities)]
     return GaussianRounds(mu, sigmas, _exact_parts(novel, shares))
 
+
+
+def composition_lines(budget: Budget, sigmas: list[float], mus: list[float]) -> list[str]:
+    """How a plan's Gaussian rounds (σ_j, μ_j = Δ_j/σ_j) compose, for reports: μ, each σ_j, the conversion."""
+    mu = math.sqrt(math.fsum(m * m for m in mus))
+    sig = ", ".join(f"{s:.6g}" for s in sigmas)
+    head = f"rounds jointly μ-GDP, μ = √Σ(Δ_j/σ_j)² = {mu:.6g}, σ_j = {sig} (Dong, Roth & Su 2022, Cor. 3.3)"
+    if isinstance(budget, EpsDelta):
+        return [head, "(ε, δ/2) ↔ μ-GDP by the analytic Gaussian (Balle & Wang 2018 Thm 8; Dong et al. Cor. 2.13); "
+                      "δ/2 over the rounds' novel-key events"]
+    return [head, "zCDP: ρ_j = Δ_j²/(2σ_j²) add (Bun & Steinke 2016 Lemma 2.3), μ = √(2ρ); "
+                  "δ over the rounds' novel-key events"]
