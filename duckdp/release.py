@@ -26,7 +26,9 @@ class Spent:
     @classmethod
     def of(cls, budgets: list[Budget]) -> "Spent":
         """Compose round budgets: additively for zCDP (Bun–Steinke Lemma 8.2 via DP-SIPS Lemma 6,
-        δ's summed as an upper bound) and by basic composition for (ε, δ)-DP (Dwork–Roth Thm 3.16)."""
+        δ's summed as an upper bound) and by basic composition for (ε, δ)-DP (Dwork–Roth Thm 3.16).
+        Gaussian rounds composed exactly (privacy/composition.py) carry shares of the budget they were
+        calibrated to jointly, so their sum is that budget."""
         if not budgets:
             raise ValueError("a release spends at least one round's budget")
         if all(isinstance(b, ZCDP) for b in budgets):

@@ -86,7 +86,8 @@ def _exact_parts(total: float, shares: list[float]) -> list[float]:
 
 def split_exact(budget: "Budget", shares: list[float]) -> list:
     """Budgets with these shares of ε (or ρ) and δ whose sums are exactly `budget`'s, so composing
-    them (basic composition, or additive zCDP) spends exactly what was requested, never more."""
+    them (basic composition, or additive zCDP) spends exactly what was requested, never more. Rounds
+    calibrated jointly (privacy/composition.py) carry these shares as their charge in the ledger."""
     amount = budget.epsilon if isinstance(budget, EpsDelta) else budget.rho
     return [type(budget)(a, d) for a, d in zip(_exact_parts(amount, shares), _exact_parts(budget.delta, shares))]
 
