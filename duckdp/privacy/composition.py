@@ -26,6 +26,7 @@ from ..errors import InvalidParameter
 from .budget import Budget, EpsDelta, _exact_parts
 from .calibration import _up, analytic_gaussian_sigma, zcdp_sigma
 
+
 class GaussianRounds(NamedTuple):
     """The joint μ (μ-GDP of all Gaussian rounds together), each round's σ_j, and each round's δ_j
     for its novel-key event (the threshold of round j uses δ_j)."""
