@@ -67,7 +67,8 @@ def _composition(release) -> list[str]:
     """The exact-composition lines of a release whose rounds all record μ_j (privacy/composition.py)."""
     if not release.rounds or not all("mu" in r.extra for r in release.rounds):
         return []
-    lines = composition_lines(release.budget, [r.sigma for r in release.rounds], [r.extra["mu"] for r in release.rounds])
+    lines = composition_lines(release.budget, [r.sigma for r in release.rounds],
+                              [r.extra["mu"] for r in release.rounds])
     return [f"  {'accounting' if i == 0 else '':<10}: {line}" for i, line in enumerate(lines)]
 
 
