@@ -13,6 +13,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from ..errors import InvalidParameter
+from ..validation import integer
 
 # Relative safety margin for rounding σ and thresholds up.
 _ROUND_UP = 1e-12
@@ -47,11 +48,7 @@ _MAX_CONTRIBUTIONS = 10**15
 
 
 def _check_max_contributions(max_contributions) -> int:
-    if isinstance(max_contributions, bool) or not isinstance(max_contributions, (int, np.integer)):
-        raise InvalidParameter(f"max_contributions must be an integer >= 1, got {max_contributions!r}")
-    if not 1 <= max_contributions <= _MAX_CONTRIBUTIONS:
-        raise InvalidParameter(f"max_contributions must be an integer in [1, 10**15], got {max_contributions!r}")
-    return int(max_contributions)
+    return integer("max_contributions", max_contributions, 1, _MAX_CONTRIBUTIONS)
 
 
 # Pruning slack of `max_over_k`, relative to the magnitudes compared: 100× the ≤ 1e-14 relative
