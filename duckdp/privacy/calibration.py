@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 from scipy.optimize import brentq
@@ -127,6 +128,20 @@ def zcdp_sigma(rho: float, sensitivity: float = 1.0) -> float:
     if not rho > 0:
         raise InvalidParameter("rho must be > 0")
     return _up(sensitivity / math.sqrt(2 * rho))
+
+
+def laplace_scale(epsilon: float, sensitivity: float = 1.0) -> float:
+    """λ = Δ1/ε rounded up: the Laplace mechanism is ε-DP for λ ≥ Δ1/ε (Dwork & Roth 2014, Thm 3.6).
+
+    Float division rounds to nearest, so Δ1/ε can land 1 ulp below the real quotient (ε = 3 gives
+    0.33333333333333331 < 1/3); the quotient is compared exactly and stepped up when it is below.
+    """
+    if not (epsilon > 0 and sensitivity > 0):
+        raise InvalidParameter("the Laplace mechanism needs epsilon > 0 and sensitivity > 0")
+    scale = sensitivity / epsilon
+    if Fraction(scale) * Fraction(epsilon) < Fraction(sensitivity):
+        scale = math.nextafter(scale, math.inf)
+    return scale
 
 
 def gaussian_threshold(
