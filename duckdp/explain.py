@@ -11,7 +11,7 @@ How each mechanism relates to that bound:
 - DP-SIPS: later rounds see subsets of the users' sets, so each round's weight is still ≥ N/√k
   and its noise is fresh: P(released in some round) ≥ 1 − Π_i (1 − p_i) (Swanberg et al. Alg. 3).
 - MAD: stochastic dominance over Basic with the same σ, T (Chen et al. ICML 2025 Thm 6.1; spec
-  specs/mad-mad2r.md §7): P ≥ min(P_Basic, Φ(b)). MAD2R: the same for its first round (round 0);
+  docs/specs/mad-mad2r.md §7): P ≥ min(P_Basic, Φ(b)). MAD2R: the same for its first round (round 0);
   round 1 removes and down-weights keys from round-0 estimates, so its numbers are a reference.
 - Sequential policies: the threshold applies to the policy's weights, which depend on the order of
   users; a key whose weight reaches the cutoff Γ = T + α·scale is released with P(Γ + noise ≥ T).

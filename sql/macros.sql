@@ -327,7 +327,7 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
 )
 SELECT * EXCLUDE (_dp_item) FROM (FROM round0 UNION ALL FROM round1 UNION ALL FROM round2);
 
--- MAD, unbiased (Chen et al. ICML 2025, Alg. 3, as reconstructed in specs/mad-mad2r.md §5): capped
+-- MAD, unbiased (Chen et al. ICML 2025, Alg. 3, as reconstructed in docs/specs/mad-mad2r.md §5): capped
 -- sets S̃_u with d_u = |S̃_u| and w^u_i = 1/√d_u; adaptive users A have Δ_min ≤ d_u ≤ Δ_max.
 -- Stage 1 ŵ_i = Σ_{u∈A} 1/d_u; stage 2 t_i = min(ŵ_i, τ) with τ = T + bσ, ρ_i = (ŵ_i − t_i)/ŵ_i;
 -- stage 3 e_u = Σ_i ρ_i/d_u; stage 4 w_i = t_i + Σ_{u∈A} (f·e_u + 1 − 1/√d_u)/√d_u + Σ_{u∉A} 1/√d_u

@@ -221,7 +221,7 @@ def test_cli_noise_hook_is_fresh_standard_normal():
 # --- MAD weights against a numpy reference ------------------------------------------------------
 
 def _mad_reference(sets: dict, tau: float, min_degree: int, max_degree: int) -> dict:
-    """Unbiased MAD stages 1–4 (specs/mad-mad2r.md §5) for sets already within Δ0."""
+    """Unbiased MAD stages 1–4 (docs/specs/mad-mad2r.md §5) for sets already within Δ0."""
     f = 1 / math.sqrt(max_degree) - 1 / (2 * max_degree)
     adaptive = {u: min_degree <= len(s) <= max_degree for u, s in sets.items()}
     init: dict = {}
