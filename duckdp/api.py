@@ -12,7 +12,7 @@ from .privacy.budget import make_budget
 from .privacy.calibration import _check_max_contributions
 from .release import Release, Spent
 from .rng import Randomness
-from .run import RunContext
+from .run import RunContext, raise_if_interrupted
 from .source import check_nulls, resolve
 
 
@@ -51,6 +51,9 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
             _on_plan([p.budget for p in plan], source.description)
         check_nulls(con, source)
         table_out, rounds = mech.run(ctx, plan, run_params)
+    except Exception as exc:
+        raise_if_interrupted(exc)
+        raise
     finally:
         ctx.close()
     spent = Spent.of([r.budget for r in rounds])

@@ -37,7 +37,7 @@ from .privacy.budget import ZCDP, make_budget
 from .privacy.calibration import _up
 from .release import Release, Spent
 from .rng import Randomness
-from .run import RunContext
+from .run import RunContext, raise_if_interrupted
 from .source import check_nulls, resolve
 
 CITATION = ("Rogers, Private Count Release (2024), Alg. 1–2, Thm 4–6; "
@@ -229,6 +229,9 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
         check_nulls(con, source)
         idents = {k: v for k, v in ctx.base_idents().items() if k != "key_output"}
         top = ctx.arrow("count_release", idents, {"top": params["kbar"] + 1, "tie_salt": randomness.salt()})
+    except Exception as exc:
+        raise_if_interrupted(exc)
+        raise
     finally:
         ctx.close()
     counts = top.column("_dp_count").to_numpy().astype(np.float64)

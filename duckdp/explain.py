@@ -11,7 +11,7 @@ How each mechanism relates to that bound:
 - DP-SIPS: later rounds see subsets of the users' sets, so each round's weight is still ≥ N/√k
   and its noise is fresh: P(released in some round) ≥ 1 − Π_i (1 − p_i) (Swanberg et al. Alg. 3).
 - MAD: stochastic dominance over Basic with the same σ, T (Chen et al. ICML 2025 Thm 6.1; spec
-  specs/mad-mad2r.md §7): P ≥ min(P_Basic, Φ(b)). MAD2R: the same for its first round (round 0);
+  docs/specs/mad-mad2r.md §7): P ≥ min(P_Basic, Φ(b)). MAD2R: the same for its first round (round 0);
   round 1 removes and down-weights keys from round-0 estimates, so its numbers are a reference.
 - Sequential policies: the threshold applies to the policy's weights, which depend on the order of
   users; a key whose weight reaches the cutoff Γ = T + α·scale is released with P(Γ + noise ≥ T).
@@ -20,6 +20,7 @@ How each mechanism relates to that bound:
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -33,6 +34,7 @@ from .privacy.budget import Budget, make_budget
 from .privacy.calibration import (_check_max_contributions, gaussian_release_probability,
                                   laplace_release_probability)
 from .privacy.composition import composition_lines
+from .validation import integer
 
 TARGETS = (0.5, 0.95)
 _MAX_USERS = 10**15      # beyond this a key is treated as never reaching the target
@@ -288,14 +290,12 @@ def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, ho
 
 def _check_holdings(keys_per_user, max_contributions: int) -> list[int]:
     """k values must be integers in [1, Δ0]: above Δ0 truncation makes a key's presence random."""
-    try:
-        ks = sorted({int(k) for k in keys_per_user if int(k) == k})
-    except (TypeError, ValueError):
-        ks = []
-    if not ks or len(ks) != len(set(keys_per_user)) or ks[0] < 1 or ks[-1] > max_contributions:
-        raise InvalidParameter(f"keys_per_user must be integers in [1, max_contributions={max_contributions}], "
-                               f"got {keys_per_user!r}")
-    return ks
+    values = [] if isinstance(keys_per_user, (str, bytes)) or not isinstance(keys_per_user, Iterable) \
+        else list(keys_per_user)
+    if not values:
+        raise InvalidParameter(f"keys_per_user must be a non-empty list of integers in [1, max_contributions="
+                               f"{max_contributions}], got {keys_per_user!r}")
+    return sorted({integer("keys_per_user entries", k, 1, max_contributions) for k in values})
 
 
 def explain(algo: str, *, epsilon: float | None = None, rho: float | None = None, delta: float | None = None,

@@ -14,6 +14,8 @@ import os
 import numpy as np
 from scipy.special import ndtri
 
+from .validation import seed as check_seed
+
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
@@ -35,15 +37,9 @@ class Randomness:
     """The randomness of one release: keyed noise plus salts for hashing in SQL."""
 
     def __init__(self, seed: int | None = None):
+        seed = check_seed(seed)
         self.seeded = seed is not None
-        if seed is None:
-            entropy = int.from_bytes(os.urandom(32), "little")
-        else:
-            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-                from .errors import InvalidParameter
-
-                raise InvalidParameter(f"seed must be an integer or None, got {seed!r}")
-            entropy = int(seed)
+        entropy = int.from_bytes(os.urandom(32), "little") if seed is None else seed
         self.generator = np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
         self._k1, self._k2 = (np.uint64(v) for v in self.generator.integers(0, 2**64, 2, dtype=np.uint64))
 

@@ -3,12 +3,20 @@ from __future__ import annotations
 
 import secrets
 
+import duckdb
 import pyarrow as pa
 
 from .rng import Randomness
 from .source import Source
 from .templates import load, quote_ident
 from .udfs import NoiseFunctions
+
+
+def raise_if_interrupted(exc: BaseException) -> None:
+    """Re-raise DuckDB's report of a cancelled query as the KeyboardInterrupt it stands for: Ctrl-C
+    during a query gives RuntimeError('Query interrupted'), `con.interrupt()` duckdb.InterruptException."""
+    if isinstance(exc, duckdb.InterruptException) or (type(exc) is RuntimeError and str(exc) == "Query interrupted"):
+        raise KeyboardInterrupt(str(exc)) from exc
 
 
 class RunContext:

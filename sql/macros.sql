@@ -14,7 +14,7 @@
 -- view name (optionally schema-qualified) or a file DuckDB can scan, such as 'reviews.parquet';
 -- it is read through query_table() and never written. `user_col` and `item_col` (one key column)
 -- are matched to the input's columns by name, case-insensitively, and never spliced into SQL text;
--- a name that matches no column fails with "... resulted in an empty set of columns". Input
+-- a name that matches no column fails with DuckDB's `Could not find key "x" in struct`. Input
 -- columns must not start with `_dp_`; rows with a NULL user or item are refused.
 -- Give exactly one of `epsilon :=` ((ε, δ)-DP) or `rho :=` (δ-approximate ρ-zCDP), and `delta :=`.
 -- Scalar macros: duckdp_ndtr (Φ), duckdp_ndtri (Φ⁻¹), duckdp_erf, duckdp_expm1, duckdp_log1p,
@@ -232,12 +232,14 @@ FROM calibrated ORDER BY _dp_round;
 
 -- Distinct (user, key) pairs of `tbl`, the key twice: as _dp_item and under its own name (for the
 -- output). Columns are matched by name, never spliced into SQL; NULL users/items are refused.
+-- The inner query reads user and key as fields of the row (struct_extract, case-insensitive), so a
+-- name that matches no column fails while binding with `Could not find key "name" in struct`,
+-- naming it, before the outer COLUMNS(...) could fail with "empty set of columns".
 CREATE OR REPLACE TEMP MACRO duckdp_pairs(tbl, user_col, item_col) AS TABLE
 SELECT * FROM (
-  SELECT DISTINCT COLUMNS(lambda c: lower(c) = lower(user_col)) AS _dp_user,
-                  COLUMNS(lambda c: lower(c) = lower(item_col)) AS _dp_item,
-                  COLUMNS(lambda c: lower(c) = lower(item_col))
-  FROM query_table(tbl))
+  SELECT DISTINCT _dp_user, _dp_item, COLUMNS(lambda c: lower(c) = lower(item_col))
+  FROM (SELECT *, struct_extract(_dp_row, user_col) AS _dp_user, struct_extract(_dp_row, item_col) AS _dp_item
+        FROM query_table(tbl) AS _dp_row))
 WHERE CASE WHEN lower(user_col) = lower(item_col) THEN error('duckdp: user_col and item_col must be distinct columns')
            WHEN _dp_user IS NULL OR _dp_item IS NULL
              THEN error('duckdp: NULL user ids or items in the input; filter or fill them first')
@@ -332,7 +334,7 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
 )
 SELECT * EXCLUDE (_dp_item) FROM (FROM round0 UNION ALL FROM round1 UNION ALL FROM round2);
 
--- MAD, unbiased (Chen et al. ICML 2025, Alg. 3, as reconstructed in specs/mad-mad2r.md §5): capped
+-- MAD, unbiased (Chen et al. ICML 2025, Alg. 3, as reconstructed in docs/specs/mad-mad2r.md §5): capped
 -- sets S̃_u with d_u = |S̃_u| and w^u_i = 1/√d_u; adaptive users A have Δ_min ≤ d_u ≤ Δ_max.
 -- Stage 1 ŵ_i = Σ_{u∈A} 1/d_u; stage 2 t_i = min(ŵ_i, τ) with τ = T + bσ, ρ_i = (ŵ_i − t_i)/ŵ_i;
 -- stage 3 e_u = Σ_i ρ_i/d_u; stage 4 w_i = t_i + Σ_{u∈A} (f·e_u + 1 − 1/√d_u)/√d_u + Σ_{u∉A} 1/√d_u

@@ -1,4 +1,4 @@
-"""MAD / MAD2R (specs/mad-mad2r.md): SQL weights vs the numpy reference, sensitivity, dominance,
+"""MAD / MAD2R (docs/specs/mad-mad2r.md): SQL weights vs the numpy reference, sensitivity, dominance,
 budget composition, novel-item audit and released counts vs the reference's distribution."""
 import math
 

@@ -14,7 +14,8 @@ import re
 from ..privacy.budget import EpsDelta, split_exact
 from ..privacy.composition import gaussian_rounds
 from ..privacy.calibration import (analytic_gaussian_sigma, constant_novelty, gaussian_threshold,
-                                   laplace_threshold, weighted_l1_novelty, weighted_l2_novelty, zcdp_sigma)
+                                   laplace_scale, laplace_threshold, weighted_l1_novelty, weighted_l2_novelty,
+                                   zcdp_sigma)
 from .base import Mechanism, Round, RoundPlan
 
 
@@ -58,7 +59,7 @@ def composed_gaussian_rounds(budget, shares: list[float], max_contributions: int
 def laplace_round(budget: EpsDelta, max_contributions: int, sensitivity: float = 1.0,
                   novelty=weighted_l1_novelty) -> RoundPlan:
     """λ = Δ1/ε and T = max_t [ρ(t) + λ log(1/(2(1−(1−δ)^{1/t})))] (Gopi et al. Thm 4.1 / B.1 / A.1)."""
-    scale = sensitivity / budget.epsilon
+    scale = laplace_scale(budget.epsilon, sensitivity)
     return RoundPlan(budget, "laplace", scale, laplace_threshold(scale, budget.delta, max_contributions, novelty))
 
 

@@ -1,7 +1,7 @@
 """MAD and MAD2R: adaptive weighting that reroutes excess weight, in one or two rounds.
 
 Chen, Cohen-Addad, Epasto, Zadimoghaddam, "Scalable Private Partition Selection via Adaptive
-Weighting", ICML 2025, implemented from the reconstruction `specs/mad-mad2r.md` (section numbers
+Weighting", ICML 2025, implemented from the reconstruction `docs/specs/mad-mad2r.md` (section numbers
 below refer to it; the paper's own formulas were not recoverable).
 
 MAD (spec §5, paper Alg. 3): ℓ2 sensitivity 1 (Lemma 5.8) and novel sensitivity 1/√k (Lemma 5.4),
@@ -91,7 +91,7 @@ def release_query(ctx, bounded: str, plan: RoundPlan) -> tuple[str, dict]:
 
 class Mad(Mechanism):
     name = "mad"
-    citation = "Chen, Cohen-Addad, Epasto, Zadimoghaddam, ICML 2025, Alg. 3, Cor. 5.2 (spec specs/mad-mad2r.md §5)"
+    citation = "Chen, Cohen-Addad, Epasto, Zadimoghaddam, ICML 2025, Alg. 3, Cor. 5.2 (spec docs/specs/mad-mad2r.md §5)"
     summary = ("Basic's noise and threshold; weight far above τ = T + bσ is truncated, returned to users "
                "and partly rerouted to their other keys.")
     params = _SHARED + (
@@ -114,7 +114,7 @@ class Mad(Mechanism):
 
 class Mad2R(Mechanism):
     name = "mad2r"
-    citation = "Chen, Cohen-Addad, Epasto, Zadimoghaddam, ICML 2025, Alg. 4, Thm 5.1 (spec specs/mad-mad2r.md §6)"
+    citation = "Chen, Cohen-Addad, Epasto, Zadimoghaddam, ICML 2025, Alg. 4, Thm 5.1 (spec docs/specs/mad-mad2r.md §6)"
     summary = ("Unbiased MAD on a share α of the budget, then biased MAD on the rest after removing found "
                "keys and hopeless keys and down-weighting keys already far above the threshold.")
     params = _SHARED + (

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..errors import InvalidParameter
 from ..privacy.budget import EpsDelta
-from ..privacy.calibration import laplace_threshold, weighted_l1_novelty
+from ..privacy.calibration import laplace_scale, laplace_threshold, weighted_l1_novelty
 from ..templates import quote_ident
 from .base import Mechanism, Param, Round, RoundPlan
 from .basic import gaussian_round, laplace_round, release_query
@@ -212,7 +212,7 @@ class GW(_Sequential):
     update = staticmethod(greedy_fill)
 
     def plan(self, budget, max_contributions, params):
-        scale = 1.0 / budget.epsilon
+        scale = laplace_scale(budget.epsilon)
         # T = max_{t ≤ 1} [1/t + λ log(1/(2(1−(1−δ)^{1/t})))] = 1 + λ log(1/(2δ)) (Thm 4.1 form, one novel key)
         threshold = laplace_threshold(scale, budget.delta, 1, weighted_l1_novelty)
         return [with_cutoff(RoundPlan(budget, "laplace", scale, threshold), params["alpha"])]
