@@ -30,14 +30,16 @@ def gaussian_round(budget, max_contributions: int, sensitivity: float = 1.0,
     else:
         sigma = zcdp_sigma(budget.rho, sensitivity)
         novel_delta = budget.delta
-    return RoundPlan(budget, "gaussian", sigma, gaussian_threshold(sigma, novel_delta, max_contributions, novelty))
+    return RoundPlan(budget, "gaussian", sigma, gaussian_threshold(sigma, novel_delta, max_contributions, novelty),
+                     sensitivity=float(sensitivity), novel_delta=novel_delta)
 
 
 def laplace_round(budget: EpsDelta, max_contributions: int, sensitivity: float = 1.0,
                   novelty=weighted_l1_novelty) -> RoundPlan:
     """λ = Δ1/ε and T = max_t [ρ(t) + λ log(1/(2(1−(1−δ)^{1/t})))] (Gopi et al. Thm 4.1 / B.1 / A.1)."""
     scale = sensitivity / budget.epsilon
-    return RoundPlan(budget, "laplace", scale, laplace_threshold(scale, budget.delta, max_contributions, novelty))
+    return RoundPlan(budget, "laplace", scale, laplace_threshold(scale, budget.delta, max_contributions, novelty),
+                     sensitivity=float(sensitivity), novel_delta=budget.delta)
 
 
 def pairs_query(ctx) -> tuple[str, dict]:
