@@ -26,7 +26,7 @@ import random
 import secrets
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import duckdb
 

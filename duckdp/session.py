@@ -42,11 +42,12 @@ import pyarrow as pa
 
 from . import mechanisms
 from .api import select as _select
-from .count_release import CountRelease, count_release as _count_release
+from .count_release import CountRelease
+from .count_release import count_release as _count_release
 from .errors import BudgetExceeded, InvalidParameter
 from .ledger import COLUMNS, LedgerError, MemoryLedger, TableLedger, table_parts
 from .privacy import accounting
-from .privacy.budget import Budget, EpsDelta, ZCDP, make_budget
+from .privacy.budget import ZCDP, Budget, EpsDelta, make_budget
 from .release import Release, Spent
 
 
@@ -107,7 +108,7 @@ class Session:
         self._con = con
         self.budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
         self._kind = "epsilon" if isinstance(self.budget, EpsDelta) else "rho"
-        self._total = self.budget.epsilon if self._kind == "epsilon" else self.budget.rho
+        self._total = self.budget.epsilon if isinstance(self.budget, EpsDelta) else self.budget.rho
         if key is not None and (not isinstance(key, bytes) or len(key) < 16):
             raise InvalidParameter("key must be bytes of length >= 16 (e.g. os.urandom(32)), kept by the owner")
         if anchor is not None and not isinstance(anchor, (str, os.PathLike)):
@@ -187,9 +188,10 @@ class Session:
         budgets = [p if isinstance(p, (EpsDelta, ZCDP)) else p.budget for p in plan]
         events = accounting.events_of(plan)
         if self._kind == "rho":
-            if not all(isinstance(b, ZCDP) for b in budgets):
+            zcdp = [b for b in budgets if isinstance(b, ZCDP)]
+            if len(zcdp) != len(budgets):
                 raise InvalidParameter(self._refuse_eps())
-            charge, charge_delta = _up(_exact(b.rho for b in budgets)), _up(_exact(b.delta for b in budgets))
+            charge, charge_delta = _up(_exact(b.rho for b in zcdp)), _up(_exact(b.delta for b in zcdp))
             request = f"ρ={charge:.6g}, δ={charge_delta:.6g} (zCDP)"
             total = _exact([r["charge"] for r in rows] + [charge])
             total_delta = _exact([r["charge_delta"] for r in rows] + [charge_delta])
@@ -253,4 +255,4 @@ class Session:
                 raise LedgerError(f"{where}: the composed events exceed the budget")
 
 
-__all__ = ["Session", "Amount", "LedgerError"]
+__all__ = ["Amount", "LedgerError", "Session"]

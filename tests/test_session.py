@@ -7,20 +7,31 @@ from fractions import Fraction
 
 import duckdb
 import pytest
+from conftest import leftovers, make_table, random_sets
 from dp_accounting import GaussianDpEvent, LaplaceDpEvent
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from scipy.optimize import brentq
 from scipy.stats import norm
 
 import duckdp
-from duckdp import BudgetExceeded, DataError, InvalidParameter, LedgerError, SchemaError, Session
-from duckdp.privacy.conversions import approx_zcdp_epsilon, approx_zcdp_to_dp, zcdp_delta
+from duckdp import (
+    BudgetExceeded,
+    DataError,
+    InvalidParameter,
+    LedgerError,
+    SchemaError,
+    Session,
+)
+from duckdp.privacy.conversions import (
+    approx_zcdp_epsilon,
+    approx_zcdp_to_dp,
+    zcdp_delta,
+)
 from duckdp.release import Spent
 
-from conftest import leftovers, make_table, random_sets
-
-RUN = dict(max_contributions=5, seed=1)
+RUN = {"max_contributions": 5, "seed": 1}
 
 
 @pytest.fixture
@@ -190,14 +201,14 @@ def test_zcdp_session_refuses_eps_releases(t):
     assert len(s.ledger) == 0
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(epsilon=1), dict(epsilon=1, rho=1, delta=1e-5),
-                                    dict(rho=-1, delta=1e-5), dict(epsilon=1, delta=2),
-                                    dict(epsilon=1, delta=1e-5, ledger_table=""),
-                                    dict(epsilon=1, delta=1e-5, ledger_table=("a", "b", "c", "d")),
-                                    dict(epsilon=1, delta=1e-5, ledger_table="L", key="secret"),
-                                    dict(epsilon=1, delta=1e-5, ledger_table="L", key=b"short"),
-                                    dict(epsilon=1, delta=1e-5, anchor="a.json"),
-                                    dict(epsilon=1, delta=1e-5, ledger_table="L", anchor=3)])
+@pytest.mark.parametrize("kwargs", [{}, {"epsilon": 1}, {"epsilon": 1, "rho": 1, "delta": 1e-5},
+                                    {"rho": -1, "delta": 1e-5}, {"epsilon": 1, "delta": 2},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": ""},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": ("a", "b", "c", "d")},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "key": "secret"},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "key": b"short"},
+                                    {"epsilon": 1, "delta": 1e-5, "anchor": "a.json"},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "anchor": 3}])
 def test_bad_session_parameters(con, kwargs):
     with pytest.raises(InvalidParameter):
         Session(con, **kwargs)
@@ -222,9 +233,8 @@ def test_ledger_survives_restart(tmp_path):
         s.select("t", algo="weighted_gaussian", rho=0.0625, delta=1e-6, **RUN)
         other = Session(con, rho=0.3, delta=1e-5, ledger_table='my "ledger"; --')   # a second handle sees it
         assert other.remaining.value == pytest.approx(0.0375)
-    with duckdb.connect(path, read_only=True) as con:
-        with pytest.raises(LedgerError, match="cannot open ledger table"):
-            Session(con, rho=0.3, delta=1e-5, ledger_table='my "ledger"; --')
+    with duckdb.connect(path, read_only=True) as con, pytest.raises(LedgerError, match="cannot open ledger table"):
+        Session(con, rho=0.3, delta=1e-5, ledger_table='my "ledger"; --')
 
 
 def _race(sessions, table="t") -> list[bool]:
@@ -322,7 +332,7 @@ def test_tampered_ledger_is_refused(t, statement, message):
     with pytest.raises(LedgerError):               # an open session re-verifies before charging
         s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
     with pytest.raises(LedgerError):
-        s.spent
+        _ = s.spent
 
 
 def test_dropped_ledger_table_is_refused(t):

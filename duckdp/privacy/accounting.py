@@ -31,7 +31,7 @@ from fractions import Fraction
 
 from scipy.optimize import brentq
 
-from .budget import EpsDelta, ZCDP
+from .budget import ZCDP, EpsDelta
 from .calibration import _up, analytic_gaussian_delta
 from .conversions import approx_zcdp_epsilon
 
@@ -58,8 +58,8 @@ class Event:
         return {"type": self.kind, "mu" if self.kind == "gaussian" else "epsilon": self.value, "delta": self.delta}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Event":
-        kind = d.get("type")
+    def from_dict(cls, d: dict) -> Event:
+        kind = str(d.get("type"))
         key = "mu" if kind == "gaussian" else "epsilon"
         if set(d) != {"type", key, "delta"} or not all(type(d[k]) in (int, float) for k in (key, "delta")):
             raise ValueError(f"invalid privacy event {d!r}")
@@ -136,8 +136,8 @@ def _curve(events: tuple[Event, ...]):
     others = [e for e in events if e.kind != "gaussian"]
     if not others:
         return mu, None
-    from dp_accounting.pld.common import DifferentialPrivacyParameters
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    from dp_accounting.pld.common import DifferentialPrivacyParameters
 
     plds = []
     if mu:
@@ -197,4 +197,4 @@ def admits(events, epsilon: float, delta: float) -> bool:
     return composed_delta(events, epsilon) <= delta
 
 
-__all__ = ["Event", "events_of", "composed_delta", "composed_epsilon", "admits", "gdp_delta", "dumps", "loads"]
+__all__ = ["Event", "admits", "composed_delta", "composed_epsilon", "dumps", "events_of", "gdp_delta", "loads"]
