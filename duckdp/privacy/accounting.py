@@ -36,8 +36,11 @@ from .calibration import _up, analytic_gaussian_delta
 from .conversions import approx_zcdp_epsilon
 
 KINDS = ("gaussian", "laplace", "dp")
-# PLD grid: 1e-4 in privacy loss keeps ε within ~1e-3 of exact for the sizes sessions see.
+# PLD grid: 1e-4 in privacy loss (ε within ~1e-3 of exact), coarser when the losses span more than
+# ±1 (at most ~2e4 grid points per unit of span); any grid gives an upper bound (pessimistic rounding).
 _PLD_INTERVAL = 1e-4
+_PLD_POINTS = 20_000
+_MAX_SPAN = 500.0          # e^ε overflows past ~709; such budgets protect nothing but must still run
 
 
 @dataclass(frozen=True)
@@ -130,28 +133,35 @@ def gdp_delta(mu: float, epsilon: float) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _curve(events: tuple[Event, ...]):
-    """(μ, pld): the composed Gaussian μ, and a pessimistic PLD of all curves when any is not Gaussian."""
+    """(μ, shift, pld): the composed Gaussian μ, and a pessimistic PLD of all curves when any is not
+    Gaussian. Beyond _MAX_SPAN of pure ε the PLD is not built: shift = Σ ε_i of the non-Gaussian
+    (pure ε_i-DP) curves, composed with μ-GDP by basic composition."""
     mu = math.sqrt(_sum_up(e.value ** 2 for e in events if e.kind == "gaussian")) if events else 0.0
     mu = math.nextafter(mu, math.inf) if mu else 0.0
     others = [e for e in events if e.kind != "gaussian"]
     if not others:
-        return mu, None
+        return mu, 0.0, None
+    if _sum_up(e.value for e in others) > _MAX_SPAN:
+        return mu, _sum_up(e.value for e in others), None
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
     from dp_accounting.pld.common import DifferentialPrivacyParameters
 
+    # span of the composed privacy loss: Σ ε_i, plus μ²/2 ± 11μ for the Gaussian (mass below e^-50 cut)
+    span = math.fsum(e.value for e in others) + mu * (mu / 2 + 11)
+    grid = max(_PLD_INTERVAL, span / _PLD_POINTS)
     plds = []
     if mu:
-        plds.append(pld_lib.from_gaussian_mechanism(1.0 / mu, value_discretization_interval=_PLD_INTERVAL))
+        plds.append(pld_lib.from_gaussian_mechanism(1.0 / mu, value_discretization_interval=grid))
     for e in others:
         if e.kind == "laplace":
-            plds.append(pld_lib.from_laplace_mechanism(1.0 / e.value, value_discretization_interval=_PLD_INTERVAL))
+            plds.append(pld_lib.from_laplace_mechanism(1.0 / e.value, value_discretization_interval=grid))
         else:
             plds.append(pld_lib.from_privacy_parameters(DifferentialPrivacyParameters(e.value, 0.0),
-                                                        value_discretization_interval=_PLD_INTERVAL))
+                                                        value_discretization_interval=grid))
     pld = plds[0]
     for p in plds[1:]:
         pld = pld.compose(p)
-    return mu, pld
+    return mu, 0.0, pld
 
 
 def extra_delta(events) -> float:
@@ -164,8 +174,13 @@ def composed_delta(events, epsilon: float) -> float:
     events = tuple(events)
     if not events:
         return 0.0
-    mu, pld = _curve(events)
-    curve = gdp_delta(mu, epsilon) if pld is None else _up(float(pld.get_delta_for_epsilon(epsilon)))
+    mu, shift, pld = _curve(events)
+    if pld is not None:
+        curve = _up(float(pld.get_delta_for_epsilon(epsilon)))
+    elif epsilon < shift:
+        curve = 1.0
+    else:
+        curve = gdp_delta(mu, epsilon - shift) if mu else 0.0
     return min(_sum_up([curve, extra_delta(events)]), 1.0)
 
 
@@ -177,11 +192,11 @@ def composed_epsilon(events, delta: float) -> float:
     room = delta - extra_delta(events)
     if room <= 0:
         return math.inf
-    mu, pld = _curve(events)
+    mu, shift, pld = _curve(events)
     if pld is not None:
         eps = float(pld.get_epsilon_for_delta(room))
-    elif gdp_delta(mu, 0.0) <= room:
-        return 0.0
+    elif not mu or gdp_delta(mu, 0.0) <= room:
+        return shift
     else:
         hi = 1.0
         while gdp_delta(mu, hi) > room:
@@ -189,6 +204,7 @@ def composed_epsilon(events, delta: float) -> float:
         eps = brentq(lambda e: gdp_delta(mu, e) - room, 0.0, hi, xtol=1e-14, rtol=1e-14)
         while gdp_delta(mu, eps) > room:           # the root may sit on the wrong side by float error
             eps = math.nextafter(eps, math.inf) * (1 + 1e-15)
+        eps = _sum_up([eps, shift])
     return _up(eps)
 
 
