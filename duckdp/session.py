@@ -220,6 +220,8 @@ class Session:
 
     def _remaining_of(self, rows: list[dict]) -> Amount:
         value, delta = (rows[-1]["spent"], rows[-1]["spent_delta"]) if rows else (0.0, 0.0)
+        if not math.isfinite(value):
+            return Amount(self._kind, 0.0, 0.0)
         return Amount(self._kind, max(_down(Fraction(self._total) - Fraction(value)), 0.0),
                       max(_down(Fraction(self.budget.delta) - Fraction(delta)), 0.0))
 

@@ -70,8 +70,9 @@ class Event:
 
 
 def _ratio_up(a: float, b: float) -> float:
-    """a/b rounded up (the float quotient is correctly rounded; one ulp up bounds the true ratio)."""
-    return math.nextafter(a / b, math.inf)
+    """a/b rounded up to a float (exact when the quotient is representable)."""
+    q = a / b
+    return q if Fraction(q) >= Fraction(a) / Fraction(b) else math.nextafter(q, math.inf)
 
 
 def _round_events(r) -> list[Event]:
@@ -133,22 +134,20 @@ def gdp_delta(mu: float, epsilon: float) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _curve(events: tuple[Event, ...]):
-    """(μ, shift, pld): the composed Gaussian μ, and a pessimistic PLD of all curves when any is not
-    Gaussian. Beyond _MAX_SPAN of pure ε the PLD is not built: shift = Σ ε_i of the non-Gaussian
-    (pure ε_i-DP) curves, composed with μ-GDP by basic composition."""
+    """(μ, shift, pld) of the events' curves: the composed Gaussian μ, shift = Σ ε_i of the other
+    (pure ε_i-DP) curves, and a pessimistic PLD of all curves when any is not Gaussian and
+    shift ≤ _MAX_SPAN (e^ε overflows beyond ~709)."""
     mu = math.sqrt(_sum_up(e.value ** 2 for e in events if e.kind == "gaussian")) if events else 0.0
     mu = math.nextafter(mu, math.inf) if mu else 0.0
     others = [e for e in events if e.kind != "gaussian"]
-    if not others:
-        return mu, 0.0, None
-    if _sum_up(e.value for e in others) > _MAX_SPAN:
-        return mu, _sum_up(e.value for e in others), None
+    shift = _sum_up(e.value for e in others) if others else 0.0
+    if not others or shift > _MAX_SPAN:
+        return mu, shift, None
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
     from dp_accounting.pld.common import DifferentialPrivacyParameters
 
     # span of the composed privacy loss: Σ ε_i, plus μ²/2 ± 11μ for the Gaussian (mass below e^-50 cut)
-    span = math.fsum(e.value for e in others) + mu * (mu / 2 + 11)
-    grid = max(_PLD_INTERVAL, span / _PLD_POINTS)
+    grid = max(_PLD_INTERVAL, (shift + mu * (mu / 2 + 11)) / _PLD_POINTS)
     plds = []
     if mu:
         plds.append(pld_lib.from_gaussian_mechanism(1.0 / mu, value_discretization_interval=grid))
@@ -161,7 +160,7 @@ def _curve(events: tuple[Event, ...]):
     pld = plds[0]
     for p in plds[1:]:
         pld = pld.compose(p)
-    return mu, 0.0, pld
+    return mu, shift, pld
 
 
 def extra_delta(events) -> float:
@@ -169,18 +168,33 @@ def extra_delta(events) -> float:
     return _sum_up(e.delta for e in events)
 
 
+def _gdp_epsilon(mu: float, delta: float) -> float:
+    """Smallest ε ≥ 0 with δ_μ-GDP(ε) ≤ δ (rounded up; 0 for μ = 0)."""
+    if not mu or gdp_delta(mu, 0.0) <= delta:
+        return 0.0
+    hi = 1.0
+    while gdp_delta(mu, hi) > delta:
+        hi *= 2
+    eps = brentq(lambda e: gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-14)
+    while gdp_delta(mu, eps) > delta:              # the root may sit on the wrong side by float error
+        eps = math.nextafter(eps, math.inf) * (1 + 1e-15)
+    return _up(eps)
+
+
 def composed_delta(events, epsilon: float) -> float:
-    """δ with which the sequence of events is (ε, δ)-DP: δ_curve(ε) + Σ δ_i, rounded up."""
+    """δ with which the sequence of events is (ε, δ)-DP: δ_curve(ε) + Σ δ_i, rounded up.
+
+    δ_curve is the smaller of two upper bounds: the PLD's, and basic composition of the pure
+    curves (Σ ε_i) with the Gaussian part, δ_μ(ε − Σ ε_i) — so mixing never costs more than
+    basic composition, and pure rounds at exactly their ε are not charged PLD grid error.
+    """
     events = tuple(events)
     if not events:
         return 0.0
     mu, shift, pld = _curve(events)
+    curve = 1.0 if epsilon < shift else gdp_delta(mu, epsilon - shift) if mu else 0.0
     if pld is not None:
-        curve = _up(float(pld.get_delta_for_epsilon(epsilon)))
-    elif epsilon < shift:
-        curve = 1.0
-    else:
-        curve = gdp_delta(mu, epsilon - shift) if mu else 0.0
+        curve = min(curve, _up(float(pld.get_delta_for_epsilon(epsilon))))
     return min(_sum_up([curve, extra_delta(events)]), 1.0)
 
 
@@ -190,22 +204,13 @@ def composed_epsilon(events, delta: float) -> float:
     if not events:
         return 0.0
     room = delta - extra_delta(events)
-    if room <= 0:
-        return math.inf
     mu, shift, pld = _curve(events)
-    if pld is not None:
-        eps = float(pld.get_epsilon_for_delta(room))
-    elif not mu or gdp_delta(mu, 0.0) <= room:
-        return shift
-    else:
-        hi = 1.0
-        while gdp_delta(mu, hi) > room:
-            hi *= 2
-        eps = brentq(lambda e: gdp_delta(mu, e) - room, 0.0, hi, xtol=1e-14, rtol=1e-14)
-        while gdp_delta(mu, eps) > room:           # the root may sit on the wrong side by float error
-            eps = math.nextafter(eps, math.inf) * (1 + 1e-15)
-        eps = _sum_up([eps, shift])
-    return _up(eps)
+    if room < 0 or (room == 0 and mu):          # pure curves reach δ_curve = 0 at ε = Σ ε_i
+        return math.inf
+    eps = _sum_up([shift, _gdp_epsilon(mu, room)])
+    if pld is not None and room > 0:
+        eps = min(eps, _up(float(pld.get_epsilon_for_delta(room))))
+    return eps
 
 
 def admits(events, epsilon: float, delta: float) -> bool:
