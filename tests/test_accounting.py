@@ -6,7 +6,14 @@ from dp_accounting import GaussianDpEvent, LaplaceDpEvent
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
-from duckdp.privacy.accounting import Event, composed_delta, composed_epsilon, dumps, gdp_delta, loads
+from duckdp.privacy.accounting import (
+    Event,
+    composed_delta,
+    composed_epsilon,
+    dumps,
+    gdp_delta,
+    loads,
+)
 
 
 def test_gdp_closed_form_matches_dp_accounting_for_many_gaussians():
