@@ -192,7 +192,8 @@ class TableLedger:
             if has_table or has_head:
                 missing = self._head if has_table else self._table
                 raise LedgerError(f"{self._where}: {missing} is missing, so the ledger cannot be verified "
-                                  "(deleted?); refusing to use it")
+                                  "(deleted, not a duckdp ledger, or written before ledgers had a head); "
+                                  "refusing to use it")
             anchored = self._read_anchor()
             if anchored and anchored["count"] > 0:
                 raise LedgerError(f"{self._where} does not exist but the anchor {self._anchor} records "
