@@ -29,7 +29,7 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     `table` is a table or view name, a DuckDBPyRelation, or any object DuckDB can register
     (pandas/polars DataFrame, Arrow table). The input is only read. `seed` makes the release
     reproducible (for tests and demos; the release says it was seeded).
-    `_on_plan(budgets, input)` (internal, for Session) runs once the input is resolved and before
+    `_on_plan(plan, input)` (internal, for Session) runs once the input is resolved and before
     any data is read; raising there aborts the release.
     """
     if not isinstance(con, duckdb.DuckDBPyConnection):
@@ -48,7 +48,7 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     ctx = RunContext(con, source, randomness, run_id)
     try:
         if _on_plan is not None:
-            _on_plan([p.budget for p in plan], source.description)
+            _on_plan(plan, source.description)
         check_nulls(con, source)
         table_out, rounds = mech.run(ctx, plan, run_params)
     except Exception as exc:

@@ -26,6 +26,10 @@ class RoundPlan:
     """What one round will do, fixed before any data is read.
 
     `scale` is σ for Gaussian noise or λ for Laplace/Gumbel, in the units of `threshold`.
+    `sensitivity` is the noised vector's sensitivity in those units (ℓ2 for Gaussian, ℓ1 for
+    Laplace), so a Gaussian round is (sensitivity/σ)-GDP on the keys it can release; `novel_delta`
+    is the δ the threshold spends on novel keys (None: the round's whole δ, the safe bound).
+    Session accounting (privacy/accounting.py) composes rounds from these fields.
     """
 
     budget: Budget
@@ -33,6 +37,8 @@ class RoundPlan:
     scale: float
     threshold: float
     extra: dict = field(default_factory=dict)
+    sensitivity: float = 1.0
+    novel_delta: float | None = None
 
 
 @dataclass
@@ -46,10 +52,13 @@ class Round:
     threshold: float
     released: int
     extra: dict = field(default_factory=dict)
+    sensitivity: float = 1.0
+    novel_delta: float | None = None
 
     @classmethod
     def from_plan(cls, index: int, plan: RoundPlan, released: int) -> "Round":
-        return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, dict(plan.extra))
+        return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, dict(plan.extra),
+                   plan.sensitivity, plan.novel_delta)
 
 
 class Mechanism(ABC):

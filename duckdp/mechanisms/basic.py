@@ -32,7 +32,8 @@ def gaussian_round(budget, max_contributions: int, sensitivity: float = 1.0,
     else:
         sigma = zcdp_sigma(budget.rho, sensitivity)
         novel_delta = budget.delta
-    return RoundPlan(budget, "gaussian", sigma, gaussian_threshold(sigma, novel_delta, max_contributions, novelty))
+    return RoundPlan(budget, "gaussian", sigma, gaussian_threshold(sigma, novel_delta, max_contributions, novelty),
+                     sensitivity=float(sensitivity), novel_delta=novel_delta)
 
 
 def composed_gaussian_rounds(budget, shares: list[float], max_contributions: int, novelties=None,
@@ -50,7 +51,8 @@ def composed_gaussian_rounds(budget, shares: list[float], max_contributions: int
     plans = []
     for part, share, sigma, novel, novelty, d in zip(split_exact(budget, shares), shares, composed.sigmas,
                                                     composed.novel_deltas, novelties, sensitivities):
-        rp = RoundPlan(part, "gaussian", sigma, gaussian_threshold(sigma, novel, max_contributions, novelty))
+        rp = RoundPlan(part, "gaussian", sigma, gaussian_threshold(sigma, novel, max_contributions, novelty),
+                       sensitivity=float(d), novel_delta=novel)
         rp.extra.update(share=share, mu=d / sigma, novel_delta=novel)
         plans.append(rp)
     return plans
@@ -60,7 +62,8 @@ def laplace_round(budget: EpsDelta, max_contributions: int, sensitivity: float =
                   novelty=weighted_l1_novelty) -> RoundPlan:
     """λ = Δ1/ε and T = max_t [ρ(t) + λ log(1/(2(1−(1−δ)^{1/t})))] (Gopi et al. Thm 4.1 / B.1 / A.1)."""
     scale = laplace_scale(budget.epsilon, sensitivity)
-    return RoundPlan(budget, "laplace", scale, laplace_threshold(scale, budget.delta, max_contributions, novelty))
+    return RoundPlan(budget, "laplace", scale, laplace_threshold(scale, budget.delta, max_contributions, novelty),
+                     sensitivity=float(sensitivity), novel_delta=budget.delta)
 
 
 def pairs_query(ctx) -> tuple[str, dict]:
