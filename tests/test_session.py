@@ -36,7 +36,7 @@ RUN = {"max_contributions": 5, "seed": 1}
 
 @pytest.fixture
 def t(con):
-    users, items = random_sets(400, 60, 5, 3)
+    users, items = random_sets(100, 30, 4, 3)
     make_table(con, "t", users, items)
     return con
 
