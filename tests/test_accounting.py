@@ -6,14 +6,17 @@ from dp_accounting import GaussianDpEvent, LaplaceDpEvent
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
+from duckdp.mechanisms import MECHANISMS
 from duckdp.privacy.accounting import (
     Event,
     composed_delta,
     composed_epsilon,
     dumps,
+    events_of,
     gdp_delta,
     loads,
 )
+from duckdp.privacy.budget import ZCDP, EpsDelta
 
 
 def test_gdp_closed_form_matches_dp_accounting_for_many_gaussians():
@@ -66,3 +69,20 @@ def test_huge_budgets_stay_fast_and_sound():
     events = [Event("dp", 1e6, 0.0), Event("gaussian", 2.0, 0.0)]
     eps = composed_epsilon(events, 1e-5)
     assert eps >= 1e6 and composed_delta(events, eps) <= 1e-5
+
+
+@pytest.mark.parametrize("name", sorted(MECHANISMS))
+def test_every_mechanism_plan_yields_sound_events(name):
+    """Each round becomes events whose δ's sum to at most the release's δ, and whose composition at
+    the release's own ε stays within its δ (the release is never charged less than it states)."""
+    mech = MECHANISMS[name]
+    for budget in (EpsDelta(1.0, 1e-5), ZCDP(0.1, 1e-5)):
+        if not isinstance(budget, mech.budgets):
+            continue
+        params = mech.check_params({"allow_unproven": True} if mech.unproven else {})
+        plan = mech.plan(budget, 10, params)
+        events = events_of(plan)
+        assert len(events) >= len(plan)
+        assert sum(e.delta for e in events) <= budget.delta * (1 + 1e-12)
+        if isinstance(budget, EpsDelta) and not mech.unproven:
+            assert composed_delta(events, 1.0) <= 1e-5 * (1 + 1e-9)

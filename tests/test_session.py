@@ -36,7 +36,7 @@ RUN = {"max_contributions": 5, "seed": 1}
 
 @pytest.fixture
 def t(con):
-    users, items = random_sets(400, 60, 5, 3)
+    users, items = random_sets(100, 30, 4, 3)
     make_table(con, "t", users, items)
     return con
 
@@ -398,6 +398,22 @@ def test_anchor_detects_deleting_both_tables_and_truncation(t, tmp_path):
         Session(t, rho=1.0, delta=1e-5, ledger_table="L", anchor=anchor)
     # without the anchor, both tables gone is a fresh ledger: the documented limit
     assert Session(t, rho=1.0, delta=1e-5, ledger_table="L").spent.value == 0
+
+
+def test_forged_events_with_a_recomputed_chain_still_must_fit(t):
+    """Without a key anyone can recompute the chain; the events are re-composed against the budget."""
+    from duckdp.ledger import chain_of
+
+    s = Session(t, epsilon=1.0, delta=1e-5, ledger_table="L")
+    s.select("t", algo="weighted_gaussian", epsilon=0.5, delta=1e-6, **RUN)
+    (row,) = t.sql("SELECT * FROM L").to_arrow_table().to_pylist()
+    (ledger_id,), = t.execute(f"SELECT ledger_id FROM {HEAD}").fetchall()
+    row["events"] = '[{"type":"gaussian","mu":5.0,"delta":5e-07}]'
+    chain = chain_of(None, ledger_id, row)
+    t.execute("UPDATE L SET events = $e, chain = $c", {"e": row["events"], "c": chain})
+    t.execute(f"UPDATE {HEAD} SET chain = $c", {"c": chain})
+    with pytest.raises(LedgerError, match="exceed the budget"):
+        Session(t, epsilon=1.0, delta=1e-5, ledger_table="L")
 
 
 def test_existing_table_that_is_not_a_ledger(t):
