@@ -74,8 +74,7 @@ class PRFKey:
 
     def words(self, counters_hi, counters_lo) -> np.ndarray:
         """First 64 bits (big-endian uint64) of AES_K(hi ‖ lo) for each counter pair."""
-        hi = np.asarray(counters_hi).astype(np.uint64, copy=False)
-        lo = np.asarray(counters_lo).astype(np.uint64, copy=False)
+        hi, lo = _u64(counters_hi), _u64(counters_lo)
         blocks = np.empty((hi.size, 2), dtype=">u8")
         blocks[:, 0], blocks[:, 1] = hi, lo
         out = np.frombuffer(_aes(self.key, blocks.tobytes()), dtype=">u8")
@@ -101,6 +100,14 @@ def standard(kind: str, u: np.ndarray) -> np.ndarray:
     raise ValueError(f"unknown noise kind {kind!r}; one of {KINDS}")
 
 
+def _u64(x) -> np.ndarray:
+    """64-bit integers reinterpreted as uint64 (two's complement for int64); smaller ints widened."""
+    a = np.ascontiguousarray(x)
+    if a.dtype.kind in "iu" and a.dtype.itemsize == 8:
+        return a.view(np.uint64)
+    return a.astype(np.int64).view(np.uint64)
+
+
 def _draw(kind: str, key: PRFKey, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return standard(kind, uniform_from_words(key.words(hi, lo)))
 
@@ -117,10 +124,7 @@ def noise(kind: str, key: PRFKey, round_tag: int, counters_hi, counters_lo, rank
     """
     if kind not in KINDS:
         raise ValueError(f"unknown noise kind {kind!r}; one of {KINDS}")
-    hi = np.ascontiguousarray(counters_hi).view(np.uint64) if np.asarray(counters_hi).dtype.itemsize == 8 \
-        else np.asarray(counters_hi).astype(np.uint64)
-    lo = np.ascontiguousarray(counters_lo).view(np.uint64) if np.asarray(counters_lo).dtype.itemsize == 8 \
-        else np.asarray(counters_lo).astype(np.uint64)
+    hi, lo = _u64(counters_hi), _u64(counters_lo)
     n = hi.size
     out = np.empty(n, dtype=np.float64)
     base = key.derive(b"nois", round_tag, 0)
@@ -149,7 +153,8 @@ def noise(kind: str, key: PRFKey, round_tag: int, counters_hi, counters_lo, rank
 
 
 class BitStream:
-    """Uniform random bits from AES_sub(0), AES_sub(1), … (counter mode), for exact samplers."""
+    """Uniform random bits from AES_sub(0), AES_sub(1), … (counter mode, each 128-bit block read
+    big-endian, most significant bit first), for exact samplers."""
 
     def __init__(self, key: PRFKey):
         self._key = key
@@ -159,11 +164,11 @@ class BitStream:
 
     def bits(self, k: int) -> int:
         """k fresh uniform bits as a non-negative int."""
-        while self._nbits < k:
-            word = _aes(self._key.key, self._block.to_bytes(16, "big"))
-            self._block += 1
-            self._bits = (self._bits << 128) | int.from_bytes(word, "big")
-            self._nbits += 128
+        while self._nbits < k:          # refill 32 blocks at a time
+            counters = b"".join((self._block + i).to_bytes(16, "big") for i in range(32))
+            self._block += 32
+            self._bits = (self._bits << 4096) | int.from_bytes(_aes(self._key.key, counters), "big")
+            self._nbits += 4096
         self._nbits -= k
         out = self._bits >> self._nbits
         self._bits &= (1 << self._nbits) - 1

@@ -3,5 +3,5 @@
 -- idents: target, weighted, keys, counter_hi, counter_lo
 -- params:
 CREATE TEMP TABLE {target} AS
-SELECT {keys}, _dp_w, {counter_hi} AS _dp_chi, {counter_lo} AS _dp_clo
+SELECT {keys}, _dp_w::DOUBLE AS _dp_w, {counter_hi} AS _dp_chi, {counter_lo} AS _dp_clo
 FROM ({weighted})
