@@ -74,8 +74,9 @@ def noisy_weights(ctx, weights_sql: str, weights_params: dict, kind: str, scale:
     w = data.column("_dp_w")
     weights = w.to_numpy() if w.null_count == 0 else w.to_numpy(zero_copy_only=False).astype(np.float64)
     ranks = collision_ranks(ctx, table, rows) if may_collide else None
+    (threads,), = ctx.con.sql("SELECT current_setting('threads')").fetchall()    # DuckDB's, for the pool too
     z = ctx.randomness.noise(kind, ctx.randomness.next_round(), data.column("_dp_chi").to_numpy(),
-                             data.column("_dp_clo").to_numpy(), ranks)
+                             data.column("_dp_clo").to_numpy(), ranks, int(threads))
     noisy = np.where(np.isnan(weights), 0.0, weights) + scale * z
     return NoisyWeights(ctx, table, rows, weights, noisy)
 

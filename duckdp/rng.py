@@ -39,9 +39,10 @@ class Randomness:
         self._n_rounds += 1
         return self._n_rounds - 1
 
-    def noise(self, kind: str, round_tag: int, counters_hi, counters_lo, ranks=None) -> np.ndarray:
+    def noise(self, kind: str, round_tag: int, counters_hi, counters_lo, ranks=None,
+              threads: int | None = None) -> np.ndarray:
         """Standard `kind` noise of round `round_tag` for each key counter (duckdp.prf.noise)."""
-        return noise(kind, self.key, round_tag, counters_hi, counters_lo, ranks)
+        return noise(kind, self.key, round_tag, counters_hi, counters_lo, ranks, threads)
 
     def salt(self) -> int:
         """A fresh 63-bit salt (AES under K[b"salt", 0, 0] of the salt's index) for a keyed SQL hash.
