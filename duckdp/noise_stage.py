@@ -43,7 +43,8 @@ class NoisyWeights:
         view = f"_duckdp_{ctx.run_id}_rows"
         ctx.con.register(view, pa.table({"_dp_row": pa.array(rows, pa.int64())}))
         try:
-            return ctx.arrow("noise_rows", {"table": self.table, "rows": quote_ident(view), "key_output": key_output}, {})
+            return ctx.arrow("noise_rows", {"table": self.table, "rows": quote_ident(view),
+                                            "key_output": key_output}, {})
         finally:
             ctx.con.unregister(view)
 

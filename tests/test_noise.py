@@ -11,7 +11,6 @@ from scipy.stats import gumbel_r, kstest, laplace, norm
 import duckdp
 from duckdp import noise_stage
 from duckdp.errors import InvalidParameter
-from duckdp.mechanisms.base import RoundPlan
 from duckdp.prf import PRFKey, _aes, noise
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
@@ -90,7 +89,8 @@ def _collide(con, a: int, b: int, a2: int) -> int:
 
 def test_colliding_composite_keys_get_independent_noise(con):
     assert _collide(con, 42, 1001, 43) == 2676856443368798602
-    (same,), = con.sql("SELECT hash(42::BIGINT, 1001::BIGINT) = hash(43::BIGINT, 2676856443368798602::BIGINT)").fetchall()
+    (same,), = con.sql("SELECT hash(42::BIGINT, 1001::BIGINT) = "
+                       "hash(43::BIGINT, 2676856443368798602::BIGINT)").fetchall()
     assert same
     con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 42, 1001), (2, 43, 2676856443368798602)) v(user_id, a, b)")
     keys, z = _noised(con, "t", ["a", "b"])
@@ -127,8 +127,7 @@ def test_every_key_type_gets_distinct_noise(con, kind):
         con.execute("CREATE TABLE t AS SELECT i AS user_id, i % 10 AS a, (i // 10)::VARCHAR AS b FROM range(200) r(i)")
         cols = ["a", "b"]
     else:
-        con.execute(f"CREATE TABLE t AS SELECT i AS user_id, ({values[kind]})::{kind.split(' ')[0] if '(' not in kind else kind} AS item "
-                    "FROM range(200) r(i)")
+        con.execute(f"CREATE TABLE t AS SELECT i AS user_id, ({values[kind]})::{kind} AS item FROM range(200) r(i)")
         cols = "item"
     keys, z = _noised(con, "t", cols)
     assert keys.num_rows == 200 and len(np.unique(z)) == 200
