@@ -9,7 +9,6 @@ import pyarrow as pa
 from .rng import Randomness
 from .source import Source
 from .templates import load, quote_ident
-from .udfs import NoiseFunctions
 
 
 def raise_if_interrupted(exc: BaseException) -> None:
@@ -20,7 +19,7 @@ def raise_if_interrupted(exc: BaseException) -> None:
 
 
 class RunContext:
-    """Connection, resolved input, randomness, noise UDFs and run-unique TEMP tables of one run.
+    """Connection, resolved input, randomness and run-unique TEMP tables of one run.
 
     Internal columns: `_dp_user` for the user, `_dp_k0, _dp_k1, …` for the key columns, so no
     input column name can collide with duckdp's own.
@@ -31,7 +30,6 @@ class RunContext:
         self.source = source
         self.randomness = randomness
         self.run_id = run_id or secrets.token_hex(6)
-        self.noise = NoiseFunctions(con, randomness, self.run_id)
         self._temps: list[str] = []
         self.cache: dict = {}       # per-run values mechanisms compute once (e.g. truncation passes)
 
@@ -84,14 +82,13 @@ class RunContext:
         return self.sql(template, idents, params).to_arrow_table()
 
     def close(self) -> None:
-        """Drop TEMP tables, remove UDFs and unregister the input view, whatever happened."""
+        """Drop TEMP tables and unregister the input view, whatever happened."""
         for name in reversed(self._temps):
             try:
                 self.con.execute(f"DROP TABLE IF EXISTS temp.main.{name}")
             except Exception:
                 pass
         self._temps.clear()
-        self.noise.close()
         if self.source.registered:
             try:
                 self.con.unregister(self.source.registered)

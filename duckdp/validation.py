@@ -41,5 +41,6 @@ def integer(name: str, value, low: int, high: int | None = None) -> int:
 
 
 def seed(value) -> int | None:
-    """A reproducibility seed: None (fresh secure randomness) or an integer >= 0."""
-    return None if value is None else integer("seed", value, 0)
+    """A reproducibility seed: None (fresh secure randomness) or an integer in [0, 2¹²⁷) (the PRF key is
+    derived from its 128-bit encoding, duckdp/prf.py)."""
+    return None if value is None else integer("seed", value, 0, 2**127 - 1)

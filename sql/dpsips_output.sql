@@ -1,6 +1,4 @@
--- DP-SIPS output S = P_0 ∪ … ∪ P_{I−1}: the stored rounds' keys plus the last round's (never stored).
--- idents: released, key_output, last
+-- DP-SIPS output S = P_0 ∪ … ∪ P_{I−1}: every round's keys, stored in the removal set.
+-- idents: released, key_output
 -- params:
 SELECT {key_output} FROM {released}
-UNION ALL
-({last})

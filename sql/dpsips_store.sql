@@ -1,5 +1,5 @@
--- Add one DP-SIPS round's released keys (sql/basic.sql over dpsips_weights.sql) to the removal set.
--- idents: released, selected
+-- Add one DP-SIPS round's released keys (the noise stage's output) to the removal set.
+-- idents: released, selected, keys
 -- params:
 INSERT INTO {released}
-{selected}
+SELECT {keys} FROM {selected}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 
+from ..noise_stage import release_keys
 from ..privacy.budget import EpsDelta, split_exact
 from ..privacy.composition import gaussian_rounds
 from ..privacy.calibration import (analytic_gaussian_sigma, constant_novelty, gaussian_threshold,
@@ -116,19 +117,10 @@ def weights_query(ctx, max_contributions: int, exponent: float, pairs: str | Non
     return ctx.render("truncate_weights", {"bounded": bounded, "keys": ctx.key_aliases}, {})
 
 
-def release_query(ctx, weights: tuple[str, dict], plan: RoundPlan, key_output: str) -> tuple[str, dict]:
-    """SQL of the keys whose weight plus fresh noise clears the round's threshold."""
-    weighted, params = weights
-    idents = {"weighted": weighted, "keys": ctx.key_aliases, "key_output": key_output,
-              "noise": ctx.noise.name(plan.noise)}
-    params = params | {"noise_salt": ctx.randomness.salt(), "scale": plan.scale, "threshold": plan.threshold}
-    return ctx.render("basic", idents, params)
-
-
 def run_basic_round(ctx, plan: RoundPlan, max_contributions: int, exponent: float):
     """Noise and threshold the weights once; return the released keys as an Arrow table."""
-    text, params = release_query(ctx, weights_query(ctx, max_contributions, exponent), plan, ctx.key_output)
-    return ctx.con.sql(text, params=params).to_arrow_table()
+    text, params = weights_query(ctx, max_contributions, exponent)
+    return release_keys(ctx, text, params, plan, ctx.key_output)
 
 
 class _Basic(Mechanism):

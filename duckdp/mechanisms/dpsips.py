@@ -22,8 +22,10 @@ import numbers
 import numpy as np
 
 from ..errors import InvalidParameter
-from .base import Mechanism, Param, Round, RoundPlan
-from .basic import composed_gaussian_rounds, pairs_query, release_query, weights_query
+from ..noise_stage import release_keys
+from ..templates import quote_ident
+from .base import Mechanism, Param, Round
+from .basic import composed_gaussian_rounds, pairs_query, weights_query
 
 
 def _check_iterations(value) -> int:
@@ -70,16 +72,18 @@ class DPSIPS(Mechanism):
         max_contributions = params["max_contributions"]
         pairs, released = setup_tables(ctx)
         rounds = []
-        for i, round_plan in enumerate(plan[:-1]):
-            selected, bound = round_query(ctx, pairs, released, round_plan, max_contributions, ctx.key_aliases)
-            text, bound = ctx.render("dpsips_store", {"released": released, "selected": selected}, bound)
-            (count,), = ctx.con.execute(text, bound).fetchall()
-            rounds.append(Round.from_plan(i, round_plan, int(count)))
-        last, bound = round_query(ctx, pairs, released, plan[-1], max_contributions, ctx.key_output)
-        table = ctx.sql("dpsips_output", {"released": released, "key_output": ctx.key_output, "last": last},
-                        bound).to_arrow_table()
-        stored = sum(r.released for r in rounds)
-        rounds.append(Round.from_plan(len(plan) - 1, plan[-1], table.num_rows - stored))
+        view = f"_duckdp_{ctx.run_id}_selected"
+        for i, round_plan in enumerate(plan):
+            text, bound = round_weights_query(ctx, pairs, released, max_contributions)
+            selected = release_keys(ctx, text, bound, round_plan, ctx.key_aliases)
+            ctx.con.register(view, selected)
+            try:
+                ctx.execute("dpsips_store", {"released": released, "selected": quote_ident(view),
+                                             "keys": ctx.key_aliases}, {})
+            finally:
+                ctx.con.unregister(view)
+            rounds.append(Round.from_plan(i, round_plan, selected.num_rows))
+        table = ctx.arrow("dpsips_output", {"released": released, "key_output": ctx.key_output}, {})
         return table, rounds
 
 
@@ -98,9 +102,3 @@ def round_weights_query(ctx, pairs: str, released: str, max_contributions: int) 
     remaining, _ = ctx.render("dpsips_remaining", {"pairs": pairs, "released": released,
                                                    "match": ctx.key_match("p", "r")}, {})
     return weights_query(ctx, max_contributions, 0.5, remaining)
-
-
-def round_query(ctx, pairs: str, released: str, plan: RoundPlan, max_contributions: int,
-                key_output: str) -> tuple[str, dict]:
-    """SQL of one round's newly released keys: its weights, fresh noise and its threshold."""
-    return release_query(ctx, round_weights_query(ctx, pairs, released, max_contributions), plan, key_output)

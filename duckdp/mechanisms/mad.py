@@ -16,18 +16,21 @@ Cor. 3.3, adaptive); thresholds at αδ/2 and (1−α)δ/2. zCDP: (αρ, αδ) a
 
 Each stage is SQL: sql/mad_pairs.sql (distinct pairs with each user's key count) and
 sql/mad_bounded.sql / mad2r_bounded.sql + mad2r_biased.sql (user vectors), both materialised;
-sql/mad_weights.sql (stages 1–4); sql/basic.sql (noise and threshold); sql/mad2r_screen.sql (round-1
-noisy weights and round-2 preprocessing, storing only the keys released, removed or biased).
+sql/mad_weights.sql (stages 1–4); the shared noise stage (duckdp/noise_stage.py: noise and threshold);
+sql/mad2r_universe.sql + screen_round1 + sql/mad2r_status.sql (round-1 noisy weights on the whole
+universe and round-2 preprocessing, storing only the keys released, removed or biased).
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
+from ..noise_stage import noisy_weights, release_keys
 from ..privacy.mad import (adaptive_threshold, biased_novelty, check_beta_max, check_beta_min, check_confidence,
                            check_degree, check_degrees, check_excess, check_split, reroute_fraction)
+from ..templates import quote_ident
 from .base import Mechanism, Param, Round, RoundPlan
 from .basic import composed_gaussian_rounds, gaussian_round
-from .basic import release_query as basic_release_query
 
 _SHARED = (
     Param("adaptive_excess", 3.0, "b in the adaptive threshold τ = T + b·σ (spec §5)", check_excess),
@@ -84,9 +87,25 @@ def weights_query(ctx, bounded: str, plan: RoundPlan) -> tuple[str, dict]:
                        "reroute": x["reroute"]})
 
 
-def release_query(ctx, bounded: str, plan: RoundPlan) -> tuple[str, dict]:
-    """SQL of the keys whose MAD weight plus fresh noise clears T (§2 step 5, via sql/basic.sql)."""
-    return basic_release_query(ctx, weights_query(ctx, bounded, plan), plan, ctx.key_output)
+def release(ctx, bounded: str, plan: RoundPlan) -> pa.Table:
+    """The keys whose MAD weight plus fresh noise clears T (§2 step 5, the shared noise stage)."""
+    text, bound = weights_query(ctx, bounded, plan)
+    return release_keys(ctx, text, bound, plan, ctx.key_output)
+
+
+def screen_round1(weights: np.ndarray, noisy: np.ndarray, plan1: RoundPlan, plan2: RoundPlan) -> dict:
+    """MAD2R's decisions from ŵ1 (spec §6), per key of the universe (weights NaN off the support).
+
+    O1 = support keys with ŵ1 ≥ T1; round 2 keeps keys (a) not in O1 and (b) with U_i = ŵ1 + c_U σ1
+    ≥ T2; (c) β_i = τ2/L_i where L_i = ŵ1 − c_L σ1 > τ2, else 1. Every decision is a function of ŵ1
+    alone, hence identical on neighbouring inputs; ŵ1 itself is never released.
+    """
+    released = ~np.isnan(weights) & (noisy >= plan1.threshold)
+    round2 = ~released & (noisy + plan2.extra["upper"] >= plan2.threshold)
+    low = noisy - plan2.extra["lower"]
+    tau2 = plan2.extra["tau"]
+    beta = np.where(low > tau2, tau2 / np.where(low > tau2, low, 1.0), 1.0)
+    return {"_dp_released": released, "_dp_round2": round2, "_dp_beta": beta}
 
 
 class Mad(Mechanism):
@@ -107,8 +126,7 @@ class Mad(Mechanism):
         pairs, bounded = ctx.temp_table("pairs"), ctx.temp_table("bounded")
         distinct_pairs(ctx, pairs)
         unbiased_vectors(ctx, bounded, pairs, params["max_contributions"])
-        text, bound = release_query(ctx, bounded, round_plan)
-        table = ctx.con.sql(text, params=bound).to_arrow_table()
+        table = release(ctx, bounded, round_plan)
         return table, [Round.from_plan(0, round_plan, table.num_rows)]
 
 
@@ -144,18 +162,23 @@ class Mad2R(Mechanism):
         distinct_pairs(ctx, pairs)
         unbiased_vectors(ctx, bounded1, pairs, max_contributions)
         weighted, bound = weights_query(ctx, bounded1, plan1)
-        text, bound = ctx.render(
-            "mad2r_screen", {"target": status, "pairs": pairs, "keys": ctx.key_aliases, "weighted": weighted,
-                             "noise": ctx.noise.name(plan1.noise)},
-            bound | {"scale": plan1.scale, "noise_salt": ctx.randomness.salt(), "threshold": plan1.threshold,
-                     "threshold2": plan2.threshold, "tau2": plan2.extra["tau"], "lower": plan2.extra["lower"],
-                     "upper": plan2.extra["upper"], "max_contributions": max_contributions})
-        ctx.con.execute(text, bound)
+        universe, bound = ctx.render("mad2r_universe", {"weighted": weighted, "pairs": pairs, "keys": ctx.key_aliases},
+                                     bound | {"max_contributions": max_contributions})
+        nw = noisy_weights(ctx, universe, bound, plan1.noise, plan1.scale)
+        decided = screen_round1(nw.weights, nw.noisy, plan1, plan2)
+        keep = ~decided["_dp_round2"] | (decided["_dp_beta"] < 1)            # store only the exceptions
+        view = f"_duckdp_{ctx.run_id}_exceptions"
+        ctx.con.register(view, pa.table({"_dp_row": nw.rows[keep]} | {k: v[keep] for k, v in decided.items()}))
+        try:
+            ctx.execute("mad2r_status", {"target": status, "noised": nw.table, "exceptions": quote_ident(view),
+                                         "keys": ctx.key_aliases}, {})
+        finally:
+            ctx.con.unregister(view)
+        nw.drop()
         ctx.con.execute(f"DROP TABLE temp.main.{bounded1}")                    # free memory before round 2
         first = ctx.arrow("mad2r_released", {"status": status, "key_output": ctx.key_output}, {})
         biased_vectors(ctx, bounded2, pairs, status, max_contributions, plan2.extra["beta_min"],
                        plan2.extra["beta_max"])
-        text, bound = release_query(ctx, bounded2, plan2)
-        second = ctx.con.sql(text, params=bound).to_arrow_table()
+        second = release(ctx, bounded2, plan2)
         table = pa.concat_tables([first, second.cast(first.schema)])
         return table, [Round.from_plan(0, plan1, first.num_rows), Round.from_plan(1, plan2, second.num_rows)]

@@ -7,7 +7,7 @@ differentially private set union" (AAAI 2022), as described in DP-SIPS §3.2.2.
 Each user's update depends on every earlier user, so this cannot be one SQL query. DuckDB prepares
 the data (pairs, truncation, dense item ids, per-user lists in keyed-hash user order) and streams
 the lists in Arrow batches to a numpy loop over one weight array indexed by item id; the final
-histogram goes back to DuckDB for keyed noise and the threshold (sql/basic.sql), so seeded runs
+histogram goes back to DuckDB for keyed noise and the threshold (duckdp/noise_stage.py), so seeded runs
 are reproducible and the noise is the same code as the Basic mechanisms'.
 """
 from __future__ import annotations
@@ -21,11 +21,12 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InvalidParameter
+from ..noise_stage import release_keys
 from ..privacy.budget import EpsDelta
 from ..privacy.calibration import laplace_scale, laplace_threshold, weighted_l1_novelty
 from ..templates import quote_ident
 from .base import Mechanism, Param, Round, RoundPlan
-from .basic import gaussian_round, laplace_round, release_query
+from .basic import gaussian_round, laplace_round
 from .policy_updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
 
 BATCH_USERS = 8192   # users per Arrow batch: bounds memory to the histogram plus one batch
@@ -119,8 +120,7 @@ def release(ctx, plan: RoundPlan, weights: np.ndarray, items: str) -> pa.Table:
     try:
         weighted = ctx.render("policy_weights", {"weights": quote_ident(view), "items": items,
                                                   "keys": ctx.key_aliases}, {})
-        text, params = release_query(ctx, weighted, plan, ctx.key_output)
-        return ctx.con.sql(text, params=params).to_arrow_table()
+        return release_keys(ctx, weighted[0], weighted[1], plan, ctx.key_output)
     finally:
         ctx.con.unregister(view)
 

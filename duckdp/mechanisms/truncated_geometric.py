@@ -6,8 +6,9 @@ Theorem 1 gives the largest probability of keeping a key with n users that is (�
 n − 1 and n in both directions: π(0) = 0,
     π(n) = min(e^ε·π(n−1) + δ, 1 − e^{−ε}·(1 − π(n−1) − δ), 1).
 It equals thresholding n plus truncated two-sided geometric noise of parameter e^{−ε} (hence the
-name; `scale` reports 1/ε). Each key is kept by one fresh uniform draw below π(n), keyed by its
-salted hash (sql/truncated_geometric.sql), so keep decisions are independent across keys.
+name; `scale` reports 1/ε). Each key is kept iff one fresh uniform u of the shared noise stage
+(duckdp/noise_stage.py: weight π(n), noise −u, threshold 0) has u ≤ π(n), so keep decisions are
+independent across keys; u is on the grid (j + ½)·2⁻⁵³, so P(keep) is π(n) to within 2⁻⁵⁴.
 
 Δ0 > 1: users keep Δ0 keys (keyed-hash truncation of sql/weights.sql, a fixed per-user function)
 and every key uses π for (ε/Δ0, δ/Δ0). Adding or removing a user changes the counts of at most
@@ -22,6 +23,7 @@ import math
 import numpy as np
 
 from ..errors import InvalidParameter
+from ..noise_stage import release_keys
 from ..privacy.budget import EpsDelta
 from .base import Mechanism, Round, RoundPlan
 from .basic import weights_query
@@ -61,8 +63,8 @@ class TruncatedGeometric(Mechanism):
         (round_plan,) = plan
         probs = keep_probabilities(round_plan.extra["per_key_epsilon"], round_plan.extra["per_key_delta"])
         weighted, bound = weights_query(ctx, params["max_contributions"], 0.0)
-        idents = {"weighted": weighted, "keys": ctx.key_aliases, "key_output": ctx.key_output,
-                  "noise": ctx.noise.name("uniform")}
-        bound |= {"keep_prob": probs.tolist(), "noise_salt": ctx.randomness.salt()}
-        table = ctx.arrow("truncated_geometric", idents, bound)
+        keep, bound = ctx.render("truncated_geometric", {"weighted": weighted, "keys": ctx.key_aliases},
+                                 bound | {"keep_prob": probs.tolist()})
+        draw = RoundPlan(round_plan.budget, "uniform", -1.0, 0.0)     # π(n) − u ≥ 0  ⇔  u ≤ π(n)
+        table = release_keys(ctx, keep, bound, draw, ctx.key_output)
         return table, [Round.from_plan(0, round_plan, table.num_rows)]
