@@ -57,9 +57,9 @@ def test_noise_distributions():
 
 
 def test_seeds():
-    assert Randomness(-7).salt() == Randomness(-7).salt() != Randomness(7).salt()
+    assert Randomness(7).salt() == Randomness(7).salt() != Randomness(8).salt()
     assert not Randomness().seeded and Randomness(2**100).seeded
-    for bad in (1.5, "3", True, 2**127):
+    for bad in (1.5, "3", True, -7, 2**127):
         with pytest.raises(InvalidParameter, match="seed"):
             Randomness(bad)
     r = Randomness(1)
