@@ -164,3 +164,22 @@ def test_ctrl_c_runtime_error_becomes_keyboard_interrupt(small, monkeypatch):
     with pytest.raises(RuntimeError, match="something else"):
         duckdp.select(small, "t", algo="weighted_gaussian", epsilon=1, delta=1e-5)
     assert leftovers(small) == []
+
+
+def test_cli_progress_bar_only_on_a_terminal(tmp_path, capfd, monkeypatch):
+    """DuckDB's progress bar (on by default, drawn on stdout for queries over 2 s) must be off when
+    output is piped: on a loaded machine it made --json output unparseable."""
+    import json
+
+    duckdb.sql(f"COPY (SELECT range % 50 AS user_id, 'w' || (range % 7) AS item FROM range(500)) "
+               f"TO '{tmp_path / 'in.parquet'}' (FORMAT PARQUET)")
+    seen, real_select = [], cli.select
+
+    def recording_select(con, *args, **kwargs):
+        seen.append(con.sql("SELECT current_setting('enable_progress_bar')").fetchall()[0][0])
+        return real_select(con, *args, **kwargs)
+
+    monkeypatch.setattr(cli, "select", recording_select)
+    assert cli.main(["select", str(tmp_path / "in.parquet"), "--epsilon", "1", "--delta", "1e-5", "--seed", "1",
+                     "-o", str(tmp_path / "o.parquet"), "--json"]) == 0
+    assert seen == [False] and json.loads(capfd.readouterr().out)["released"] >= 0
