@@ -43,4 +43,9 @@ def integer(name: str, value, low: int, high: int | None = None) -> int:
 def seed(value) -> int | None:
     """A reproducibility seed: None (fresh secure randomness) or an integer in [0, 2¹²⁷) (the PRF key is
     derived from its 128-bit encoding, duckdp/prf.py)."""
-    return None if value is None else integer("seed", value, 0, 2**127 - 1)
+    if value is None:
+        return None
+    value = integer("seed", value, 0)
+    if value >= 2**127:
+        raise InvalidParameter(f"seed must be below 2**127, got {value!r}")
+    return value
