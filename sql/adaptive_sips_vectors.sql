@@ -1,0 +1,37 @@
+-- Adaptive SIPS round, steps 1–3 (specs/adaptive-sips.md): every pair of R_u with its entry x_ui of
+-- user u's vector (0 for pairs outside the truncated set R̃_u). A key without a state row has level 1
+-- (round 1); level 0 marks keys released or dropped. x_u: the levels of R̃_u scaled to unit ℓ2 norm,
+-- capped at c/√d, the mass the cap removes re-spread over the lower level (one water-filling pass,
+-- exact for the two levels {β_min, 1}; for any levels in (0, 1] it keeps ‖x_u‖₂ ≤ 1), a final clip.
+-- idents: pairs, state, match, keys
+-- params: max_contributions, trunc_salt, cap
+WITH remaining AS (  -- step 1: R_u = S_u \ (O ∪ Dropped), each pair with its key's level
+  SELECT p.*, coalesce(s._dp_level, 1.0) AS _dp_level
+  FROM {pairs} AS p LEFT JOIN {state} AS s ON {match}
+  WHERE s._dp_level IS NULL OR s._dp_level > 0
+), sizes AS (        -- |R_u|
+  SELECT _dp_user, count(*) AS _dp_size FROM remaining GROUP BY _dp_user
+), sized AS (
+  SELECT remaining.*, _dp_size FROM remaining JOIN sizes USING (_dp_user)
+), ranked AS (       -- step 2: R̃_u = the min(|R_u|, Δ0) keys of smallest keyed hash (fresh salt);
+                     -- only users over Δ0 are ranked with a window
+  SELECT *, true AS _dp_kept FROM sized WHERE _dp_size <= $max_contributions
+  UNION ALL
+  SELECT *, row_number() OVER (PARTITION BY _dp_user
+                               ORDER BY hash(xor(hash(_dp_user, {keys}), $trunc_salt))) <= $max_contributions
+  FROM sized WHERE _dp_size > $max_contributions
+), norms AS (        -- per user over R̃_u: d, Σ l², the level-1 count and Σ l² of the other levels
+  SELECT _dp_user, count(*)::DOUBLE AS _dp_d, sum(_dp_level * _dp_level) AS _dp_ss,
+         count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
+         coalesce(sum(_dp_level * _dp_level) FILTER (WHERE _dp_level < 1.0), 0.0) AS _dp_sslo
+  FROM ranked WHERE _dp_kept GROUP BY _dp_user
+), scaled AS (       -- step 3: level-1 entries min(1/√Σl², cap), cap = c/√d
+  SELECT *, least(1.0 / sqrt(_dp_ss), $cap / sqrt(_dp_d)) AS _dp_hi FROM norms
+)
+-- the other entries share what the level-1 entries leave of the unit norm, each clipped at the cap
+SELECT _dp_user, {keys}, _dp_kept,
+       CASE WHEN NOT _dp_kept THEN 0.0
+            WHEN _dp_level >= 1.0 THEN _dp_hi
+            ELSE least(_dp_level * sqrt(greatest(1.0 - _dp_nhi * _dp_hi * _dp_hi, 0.0) / _dp_sslo),
+                       $cap / sqrt(_dp_d)) END AS _dp_x
+FROM ranked LEFT JOIN scaled USING (_dp_user)
