@@ -25,8 +25,10 @@ Privacy (user-level add/remove neighbours D, D' = D + u):
   3. Composition. zCDP: round j is δ_j-approximate ρ_j-zCDP with σ_j = 1/√(2ρ_j) (Bun & Steinke
      2016, Prop. 1.6); adaptive composition adds ρ_j (Lemma 2.3) and a union bound adds δ_j (DP-SIPS
      Thm 14), with Σρ_j = ρ and Σδ_j = δ exactly (privacy.budget.split_exact).
-     (ε, δ): see `plan`: the rounds are Gaussian mechanisms composed exactly as μ-GDP,
-     μ = √(Σ 1/σ_j²) (Dong, Roth & Su 2022, Cor. 3.3), μ calibrated to (ε, δ/2), δ/2 to novel keys.
+     (ε, δ): the rounds are Gaussian mechanisms of sensitivity 1 composed adaptively, exactly μ-GDP
+     with μ = √(Σ 1/σ_j²) (Dong, Roth & Su 2022, Cor. 3.3); μ is calibrated to (ε, δ/2) by the
+     analytic Gaussian (Balle & Wang 2018 Thm 8 = Dong et al. Cor. 2.13), σ_j⁻² = share_j·μ², and the
+     novel-key events get δ_j = share_j·δ/2 (union bound). privacy/composition.py holds that math.
 The last steps (release, drop, levels) are post-processing of ŵ and the threshold bit.
 
 SQL: sql/adaptive_sips_pairs.sql (pairs and empty state), adaptive_sips_vectors.sql (steps 1–3),
@@ -38,8 +40,9 @@ import math
 import numbers
 
 from ..errors import InvalidParameter
-from ..privacy.budget import EpsDelta, split_exact
-from ..privacy.calibration import capped_l2_novelty, gaussian_threshold, zcdp_sigma
+from ..privacy.budget import split_exact
+from ..privacy.calibration import capped_l2_novelty, gaussian_threshold
+from ..privacy.composition import gaussian_rounds
 from ..privacy.mad import check_beta_min
 from .base import Mechanism, Param, Round, RoundPlan
 from .basic import pairs_query
@@ -59,14 +62,20 @@ def round_caps(iterations: int, beta_min: float) -> list[float]:
     return [1.0] + [1.0 / beta_min] * (iterations - 1)
 
 
-def zcdp_rounds(budget, max_contributions: int, shares: list[float], caps: list[float]) -> list[RoundPlan]:
-    """Round j: σ_j = 1/√(2ρ_j) (Bun & Steinke Prop. 1.6), T_j with δ_j and ρ(k) = c_j/√k (DP-SIPS
-    Alg. 2 / Thm 13 with the novelty of privacy step 2)."""
+def round_plans(budget, max_contributions: int, shares: list[float], caps: list[float]) -> list[RoundPlan]:
+    """σ_j from the exact composition of the Gaussian rounds (privacy.composition.gaussian_rounds:
+    zCDP σ_j = 1/√(2ρ_j), Bun & Steinke Prop. 1.6; (ε, δ): jointly μ-GDP, Dong, Roth & Su 2022
+    Cor. 3.3, μ at (ε, δ/2)); T_j = max_k [c_j/√k + σ_j Φ⁻¹((1−δ_j)^{1/k})] with the round's novel-key
+    δ_j (Gopi et al. Thm 5.1 with ρ(k) = c_j/√k; DP-SIPS Alg. 2, Thm 13). Each round's `budget` is its
+    share of the request (they sum to it exactly), what ledgers add up."""
+    composed = gaussian_rounds(budget, shares)
     plans = []
-    for share, cap, part in zip(shares, caps, split_exact(budget, shares)):
-        sigma = zcdp_sigma(part.rho)
-        threshold = gaussian_threshold(sigma, part.delta, max_contributions, capped_l2_novelty(cap))
-        plans.append(RoundPlan(part, "gaussian", sigma, threshold, {"share": share, "cap": cap}))
+    for part, share, cap, sigma, novel in zip(split_exact(budget, shares), shares, caps, composed.sigmas,
+                                              composed.novel_deltas):
+        threshold = gaussian_threshold(sigma, novel, max_contributions, capped_l2_novelty(cap))
+        plans.append(RoundPlan(part, "gaussian", sigma, threshold,
+                               {"share": share, "cap": cap, "mu": 1 / sigma, "novel_delta": novel,
+                                "joint_mu": composed.mu}))
     return plans
 
 
@@ -93,9 +102,7 @@ class AdaptiveSIPS(Mechanism):
     def plan(self, budget, max_contributions, params):
         shares = round_shares(params["iterations"], params["ratio"])
         caps = round_caps(params["iterations"], params["beta_min"])
-        if isinstance(budget, EpsDelta):
-            raise InvalidParameter("adaptive_sips under (ε, δ) needs exact Gaussian composition; use rho=")
-        return zcdp_rounds(budget, max_contributions, shares, caps)
+        return round_plans(budget, max_contributions, shares, caps)
 
     def run(self, ctx, plan, params):
         pairs, state = setup_tables(ctx)
