@@ -9,7 +9,8 @@ For weighted_gaussian the exact expectation E[#released] = Σ_i Φ((w_i − T)/�
 truncation is printed too (the number the statistical tests check against).
 
 A second table puts the published numbers of ../shared/data/README.md (DP-SIPS Table 2 on IMDb;
-the Gopi et al. reference code on reddit_1pct) next to ours at exactly their settings.
+the Gopi et al. reference code on reddit_1pct) and the numpy prototype of specs/adaptive-sips.md next
+to ours at exactly their settings. adaptive_sips rows follow dpsips in the main table (registry order).
 
     python benchmarks/bench_utility.py                                  # everything, 5 seeds
     python benchmarks/bench_utility.py --datasets reddit_1pct_unigrams --seeds 2 --algos weighted_gaussian dpsips
@@ -45,8 +46,11 @@ PUBLISHED = [
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "weighted_gaussian", {}, 3728, "DP-SIPS Table 2 (README: exact E = 3,974.9)"),
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "dpsips", {}, 7759, "DP-SIPS Table 2 (I = 3, r = 1/3)"),
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "policy_gaussian", {}, 5845, "DP-SIPS Table 2 (DPSU)"),
+    ("imdb_unigrams", "rho=0.1,delta=1e-5", "adaptive_sips", {}, 8470, "specs/adaptive-sips.md numpy prototype"),
+    ("imdb_unigrams", "epsilon=1,delta=1e-5", "adaptive_sips", {}, 5186, "specs/adaptive-sips.md numpy prototype"),
     ("imdb_unigrams", "epsilon=1.7,delta=8.1142e-5", "gw", {}, 3133, "DP-SIPS Table 2 (GW)"),
     ("reddit_1pct_unigrams", "rho=0.1,delta=1e-5", "weighted_gaussian", {}, 176, "README (≈)"),
+    ("reddit_1pct_unigrams", "rho=0.1,delta=1e-5", "adaptive_sips", {}, 241, "specs/adaptive-sips.md numpy prototype"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "weighted_gaussian", {}, 288, "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_gaussian", {"alpha": 5.0}, 341, "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_gaussian_l1", {"alpha": 5.0}, 371,

@@ -322,3 +322,42 @@ def test_audit_sql_novel_keys_released_at_most_delta_j(con):
     _, total, n = frequencies(halved)
     assert total > bound(AUDIT_BUDGET.delta, n)
     assert leftovers(con) == []
+
+
+# -- explain and the command line --------------------------------------------------------------------------
+def test_explain_round0_is_a_bound_later_rounds_a_reference():
+    ex = duckdp.explain("adaptive_sips", rho=0.1, delta=1e-5)
+    wg = duckdp.explain("weighted_gaussian", rho=0.1 / 13, delta=1e-5 / 13)   # round 0 = WG on its share
+    assert [r.kind for r in ex.rounds] == ["bound", "reference", "reference"]
+    assert ex.rounds[0].threshold == pytest.approx(wg.rounds[0].threshold, rel=1e-12)
+    assert ex.rounds[0].users == wg.rounds[0].users
+    assert ex.overall == ex.rounds[0].users
+    assert any("c = 2" in n for n in ex.rounds[1].notes)
+    eps = duckdp.explain("adaptive_sips", epsilon=1.0, delta=1e-5)
+    assert any("μ = 0.2574" in n for n in eps.notes)
+
+
+def test_cli_select_with_mechanism_params(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pyarrow.parquet as pq
+    src = tmp_path / "in.parquet"
+    duckdb_con = __import__("duckdb").connect()
+    duckdb_con.execute(f"COPY (SELECT range % 300 AS user_id, 'w' || (range % 60) AS item FROM range(6000)) "
+                       f"TO '{src}' (FORMAT PARQUET)")
+    duckdb_con.close()
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "duckdp.cli", "select", str(src), "--algo", "adaptive_sips",
+                           "--rho", "1", "--delta", "1e-3", "--max-contributions", "4", "--param", "a_drop=-1",
+                           "--param", "beta_min=0.25", "--seed", "1", "-o", str(tmp_path / "out.parquet"), "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["released"] == pq.read_table(tmp_path / "out.parquet").num_rows > 0
+    assert [r["threshold"] for r in out["rounds"]] == pytest.approx(
+        [p.threshold for p in MECH.plan(ZCDP(1.0, 1e-3), 4, MECH.check_params({"a_drop": -1, "beta_min": 0.25}))])
