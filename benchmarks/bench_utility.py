@@ -152,7 +152,7 @@ def main(argv=None) -> None:
                 published_rows.append((ds, spec, algo, params, value, source, res))
         con.close()
     if published_rows:
-        print("\n## Published numbers (../shared/data/README.md) vs duckdp at the same settings, Δ0 = 100\n")
+        print("\n## Published (../shared/data/README.md) and prototype (specs/) numbers vs duckdp at the same settings, Δ0 = 100\n")
         print("| dataset | budget | algo | published | duckdp (mean ± sd) | duckdp / published | exact E[released] | source |")
         print("|---|---|---|---:|---:|---:|---:|---|")
         for ds, spec, algo, params, value, source, res in published_rows:
