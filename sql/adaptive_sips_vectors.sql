@@ -9,24 +9,31 @@ WITH remaining AS (  -- step 1: R_u = S_u \ (O ∪ Dropped), each pair with its 
   SELECT p.*, coalesce(s._dp_level, 1.0) AS _dp_level
   FROM {pairs} AS p LEFT JOIN {state} AS s ON {match}
   WHERE s._dp_level IS NULL OR s._dp_level > 0
-), sizes AS (        -- |R_u|
-  SELECT _dp_user, count(*) AS _dp_size FROM remaining GROUP BY _dp_user
-), sized AS (
-  SELECT remaining.*, _dp_size FROM remaining JOIN sizes USING (_dp_user)
-), ranked AS (       -- step 2: R̃_u = the min(|R_u|, Δ0) keys of smallest keyed hash (fresh salt);
-                     -- only users over Δ0 are ranked with a window
-  SELECT *, true AS _dp_kept FROM sized WHERE _dp_size <= $max_contributions
-  UNION ALL
-  SELECT *, row_number() OVER (PARTITION BY _dp_user
-                               ORDER BY hash(xor(hash(_dp_user, {keys}), $trunc_salt))) <= $max_contributions
-  FROM sized WHERE _dp_size > $max_contributions
-), norms AS (        -- per user over R̃_u: d, Σ l², the level-1 count and Σ l² of the other levels
-  SELECT _dp_user, count(*)::DOUBLE AS _dp_d, sum(_dp_level * _dp_level) AS _dp_ss,
+), sizes AS (        -- per user: |R_u|, Σ l², the level-1 count and Σ l² of the lower levels over R_u
+                     -- (which is R̃_u for users within Δ0)
+  SELECT _dp_user, count(*) AS _dp_size, sum(_dp_level * _dp_level) AS _dp_ss,
          count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
          coalesce(sum(_dp_level * _dp_level) FILTER (WHERE _dp_level < 1.0), 0.0) AS _dp_sslo
+  FROM remaining GROUP BY _dp_user
+), sized AS (
+  SELECT remaining.*, _dp_size, _dp_ss, _dp_nhi, _dp_sslo FROM remaining JOIN sizes USING (_dp_user)
+), ranked AS (       -- step 2 for users over Δ0: R̃_u = their Δ0 keys of smallest keyed hash (fresh salt)
+  SELECT _dp_user, {keys}, _dp_level,
+         row_number() OVER (PARTITION BY _dp_user
+                            ORDER BY hash(xor(hash(_dp_user, {keys}), $trunc_salt))) <= $max_contributions AS _dp_kept
+  FROM sized WHERE _dp_size > $max_contributions
+), big AS (          -- their statistics over R̃_u
+  SELECT _dp_user, sum(_dp_level * _dp_level) AS _dp_ss, count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
+         coalesce(sum(_dp_level * _dp_level) FILTER (WHERE _dp_level < 1.0), 0.0) AS _dp_sslo
   FROM ranked WHERE _dp_kept GROUP BY _dp_user
+), entries AS (      -- every pair of R_u: kept in R̃_u?, d = |R̃_u| and the statistics of R̃_u
+  SELECT _dp_user, {keys}, _dp_level, true AS _dp_kept, _dp_size::DOUBLE AS _dp_d, _dp_ss, _dp_nhi, _dp_sslo
+  FROM sized WHERE _dp_size <= $max_contributions
+  UNION ALL
+  SELECT _dp_user, {keys}, _dp_level, _dp_kept, $max_contributions::DOUBLE, _dp_ss, _dp_nhi, _dp_sslo
+  FROM ranked JOIN big USING (_dp_user)
 ), scaled AS (       -- step 3: level-1 entries min(1/√Σl², cap), cap = c/√d
-  SELECT *, least(1.0 / sqrt(_dp_ss), $cap / sqrt(_dp_d)) AS _dp_hi FROM norms
+  SELECT *, least(1.0 / sqrt(_dp_ss), $cap / sqrt(_dp_d)) AS _dp_hi FROM entries
 )
 -- the other entries share what the level-1 entries leave of the unit norm, each clipped at the cap
 SELECT _dp_user, {keys}, _dp_kept,
@@ -34,4 +41,4 @@ SELECT _dp_user, {keys}, _dp_kept,
             WHEN _dp_level >= 1.0 THEN _dp_hi
             ELSE least(_dp_level * sqrt(greatest(1.0 - _dp_nhi * _dp_hi * _dp_hi, 0.0) / _dp_sslo),
                        $cap / sqrt(_dp_d)) END AS _dp_x
-FROM ranked LEFT JOIN scaled USING (_dp_user)
+FROM scaled

@@ -32,7 +32,8 @@ Privacy (user-level add/remove neighbours D, D' = D + u):
 The last steps (release, drop, levels) are post-processing of ŵ and the threshold bit.
 
 SQL: sql/adaptive_sips_pairs.sql (pairs and empty state), adaptive_sips_vectors.sql (steps 1–3),
-adaptive_sips_round.sql (steps 4–6: the next state), adaptive_sips_output.sql / _counts.sql.
+adaptive_sips_round.sql (steps 4–6: the next state); the last round needs no state, so it noises only
+∪R̃_u (adaptive_sips_weights.sql, sql/basic.sql); adaptive_sips_output.sql / _counts.sql.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ from ..privacy.calibration import capped_l2_novelty, gaussian_threshold
 from ..privacy.composition import gaussian_rounds
 from ..privacy.mad import check_beta_min
 from .base import Mechanism, Param, Round, RoundPlan
-from .basic import pairs_query
+from .basic import pairs_query, release_query
 from .dpsips import _check_iterations, _check_ratio, round_shares
 
 
@@ -106,10 +107,13 @@ class AdaptiveSIPS(Mechanism):
 
     def run(self, ctx, plan, params):
         pairs, state = setup_tables(ctx)
-        for j, round_plan in enumerate(plan):
+        for j, round_plan in enumerate(plan[:-1]):
             state = run_round(ctx, pairs, state, round_plan, params, j)
         counts = dict(ctx.sql("adaptive_sips_counts", {"state": state}, {}).fetchall())
-        table = ctx.arrow("adaptive_sips_output", {"state": state, "key_output": ctx.key_output}, {})
+        last, bound = last_round_query(ctx, pairs, state, plan[-1], params["max_contributions"])
+        table = ctx.sql("adaptive_sips_output", {"state": state, "key_output": ctx.key_output, "last": last},
+                        bound).to_arrow_table()
+        counts[len(plan) - 1] = table.num_rows - sum(counts.values())
         return table, [Round.from_plan(j, p, int(counts.get(j, 0))) for j, p in enumerate(plan)]
 
 
@@ -127,6 +131,14 @@ def vectors_query(ctx, pairs: str, state: str, max_contributions: int, cap: floa
     return ctx.render("adaptive_sips_vectors",
                       {"pairs": pairs, "state": state, "match": ctx.key_match("p", "s"), "keys": ctx.key_aliases},
                       {"max_contributions": max_contributions, "trunc_salt": ctx.randomness.salt(), "cap": cap})
+
+
+def last_round_query(ctx, pairs: str, state: str, plan: RoundPlan, max_contributions: int) -> tuple[str, dict]:
+    """SQL of the last round's released keys: steps 1–5 with noise on ∪R̃_u only (no later round reads
+    a state, so the other keys' noise would be unused), through basic.release_query."""
+    vectors, bound = vectors_query(ctx, pairs, state, max_contributions, plan.extra["cap"])
+    weights = ctx.render("adaptive_sips_weights", {"vectors": vectors, "keys": ctx.key_aliases}, bound)
+    return release_query(ctx, weights, plan, ctx.key_output)
 
 
 def run_round(ctx, pairs: str, state: str, plan: RoundPlan, params: dict, index: int) -> str:
