@@ -1,14 +1,11 @@
 -- Adaptive SIPS round, steps 1–3 (specs/adaptive-sips.md): every pair of R_u with its entry x_ui of
--- user u's vector (0 for pairs outside the truncated set R̃_u). A key without a state row has level 1
--- (round 1); level 0 marks keys released or dropped. x_u: the levels of R̃_u scaled to unit ℓ2 norm,
--- capped at c/√d, the mass the cap removes re-spread over the lower level (one water-filling pass,
+-- user u's vector (0 for pairs outside the truncated set R̃_u). x_u: the levels of R̃_u scaled to unit
+-- ℓ2 norm, capped at c/√d, the mass the cap removes re-spread over the lower level (one water-filling pass,
 -- exact for the two levels {β_min, 1}; for any levels in (0, 1] it keeps ‖x_u‖₂ ≤ 1), a final clip.
--- idents: pairs, state, match, keys
+-- idents: remaining, keys
 -- params: max_contributions, trunc_salt, cap
-WITH remaining AS (  -- step 1: R_u = S_u \ (O ∪ Dropped), each pair with its key's level
-  SELECT p.*, coalesce(s._dp_level, 1.0) AS _dp_level
-  FROM {pairs} AS p LEFT JOIN {state} AS s ON {match}
-  WHERE s._dp_level IS NULL OR s._dp_level > 0
+WITH remaining AS (  -- step 1: R_u with each key's level (sql/adaptive_sips_first.sql / _remaining.sql)
+  {remaining}
 ), sizes AS (        -- per user: |R_u|, Σ l², the level-1 count and Σ l² of the lower levels over R_u
                      -- (which is R̃_u for users within Δ0)
   SELECT _dp_user, count(*) AS _dp_size, sum(_dp_level * _dp_level) AS _dp_ss,

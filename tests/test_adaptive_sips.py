@@ -95,13 +95,14 @@ def _context(con, seed=0):
 
 
 def _sql_vectors(con, state_rows, d0, cap, seed=0) -> list[tuple]:
-    """(user, key, kept, x) from sql/adaptive_sips_vectors.sql over table t with the given state."""
+    """(user, key, kept, x) from sql/adaptive_sips_vectors.sql over table t with the given state (a row
+    for every key, as after round 1; no rows: round 1 itself)."""
     ctx = _context(con, seed)
     try:
         pairs, state = setup_tables(ctx)
         if state_rows:
             con.executemany(f"INSERT INTO {state} VALUES (?, ?, ?)", state_rows)
-        text, bound = vectors_query(ctx, pairs, state, d0, cap)
+        text, bound = vectors_query(ctx, pairs, state, d0, cap, first=not state_rows)
         return con.sql(text, params=bound).fetchall()
     finally:
         ctx.close()
@@ -143,6 +144,8 @@ def test_sql_vectors_random_states(con, seed):
     state = _state_rows([f"i{i}" for i in sorted(set(items))], rng)
     for d0, cap in ((8, 2.0), (30, 2.0), (5, 1.0), (12, 1 / 0.3)):
         _check_sql_vectors(_sql_vectors(con, state, d0, cap, seed), state, d0, cap)
+    first = _check_sql_vectors(_sql_vectors(con, [], 8, 1.0, seed), [], 8, 1.0)   # round 1: every level 1
+    assert sum(len(v) for v in first.values()) == len(set(zip(users.tolist(), items.tolist())))
     assert leftovers(con) == []
 
 

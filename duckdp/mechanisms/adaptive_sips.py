@@ -110,7 +110,7 @@ class AdaptiveSIPS(Mechanism):
         for j, round_plan in enumerate(plan[:-1]):
             state = run_round(ctx, pairs, state, round_plan, params, j)
         counts = dict(ctx.sql("adaptive_sips_counts", {"state": state}, {}).fetchall())
-        last, bound = last_round_query(ctx, pairs, state, plan[-1], params["max_contributions"])
+        last, bound = last_round_query(ctx, pairs, state, plan[-1], params["max_contributions"], len(plan) == 1)
         table = ctx.sql("adaptive_sips_output", {"state": state, "key_output": ctx.key_output, "last": last},
                         bound).to_arrow_table()
         counts[len(plan) - 1] = table.num_rows - sum(counts.values())
@@ -126,24 +126,30 @@ def setup_tables(ctx) -> tuple[str, str]:
     return pairs, state
 
 
-def vectors_query(ctx, pairs: str, state: str, max_contributions: int, cap: float) -> tuple[str, dict]:
-    """SQL of steps 1–3: every pair of R_u with the entry x_ui of its user's vector (0 off R̃_u)."""
-    return ctx.render("adaptive_sips_vectors",
-                      {"pairs": pairs, "state": state, "match": ctx.key_match("p", "s"), "keys": ctx.key_aliases},
+def vectors_query(ctx, pairs: str, state: str, max_contributions: int, cap: float, first: bool) -> tuple[str, dict]:
+    """SQL of steps 1–3: every pair of R_u with the entry x_ui of its user's vector (0 off R̃_u).
+    Round 1 (`first`) reads the pairs alone: nothing is out of play yet and every level is 1."""
+    if first:
+        remaining, _ = ctx.render("adaptive_sips_first", {"pairs": pairs}, {})
+    else:
+        remaining, _ = ctx.render("adaptive_sips_remaining", {"pairs": pairs, "state": state,
+                                                              "match": ctx.key_match("p", "s")}, {})
+    return ctx.render("adaptive_sips_vectors", {"remaining": remaining, "keys": ctx.key_aliases},
                       {"max_contributions": max_contributions, "trunc_salt": ctx.randomness.salt(), "cap": cap})
 
 
-def last_round_query(ctx, pairs: str, state: str, plan: RoundPlan, max_contributions: int) -> tuple[str, dict]:
+def last_round_query(ctx, pairs: str, state: str, plan: RoundPlan, max_contributions: int,
+                     first: bool) -> tuple[str, dict]:
     """SQL of the last round's released keys: steps 1–5 with noise on ∪R̃_u only (no later round reads
     a state, so the other keys' noise would be unused), through basic.release_query."""
-    vectors, bound = vectors_query(ctx, pairs, state, max_contributions, plan.extra["cap"])
+    vectors, bound = vectors_query(ctx, pairs, state, max_contributions, plan.extra["cap"], first)
     weights = ctx.render("adaptive_sips_weights", {"vectors": vectors, "keys": ctx.key_aliases}, bound)
     return release_query(ctx, weights, plan, ctx.key_output)
 
 
 def run_round(ctx, pairs: str, state: str, plan: RoundPlan, params: dict, index: int) -> str:
     """Steps 1–6 of round `index`; returns the TEMP table of the next state (the old one is dropped)."""
-    vectors, bound = vectors_query(ctx, pairs, state, params["max_contributions"], plan.extra["cap"])
+    vectors, bound = vectors_query(ctx, pairs, state, params["max_contributions"], plan.extra["cap"], index == 0)
     nxt = ctx.temp_table("state")
     ctx.execute("adaptive_sips_round",
                 {"next": nxt, "state": state, "vectors": vectors, "keys": ctx.key_aliases,
