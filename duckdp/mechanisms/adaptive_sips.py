@@ -16,7 +16,7 @@ Privacy (user-level add/remove neighbours D, D' = D + u):
      nobody holds has a pure-noise ŵ). Every user's R_u, R̃_u and x_u are functions of their own S_u,
      that state and their own truncation coins, so w(D') − w(D) = x_u, and step 3 keeps ‖x_u‖₂ ≤ 1:
      the round is a Gaussian mechanism of ℓ2 sensitivity 1 (tested: norms and caps on random and
-     adversarial inputs). This needs step 4's rule: the state must come from a noisy weight of every
+     adversarial inputs; float rounding, ~1e-16 relative, is covered by σ's 1e-12 round-up). This needs step 4's rule: the state must come from a noisy weight of every
      key still in play. Were keys outside the last round's support treated as dropped, u keeping a
      key in R̃_u would change that key's state, hence other users' vectors (tests pin this trap).
   2. Novel keys. A key only u holds gets x_ui ≤ c/√d ≤ c/√k, k ≤ d the number of u's novel keys in
@@ -31,7 +31,8 @@ Privacy (user-level add/remove neighbours D, D' = D + u):
      novel-key events get δ_j = share_j·δ/2 (union bound). privacy/composition.py holds that math.
 The last steps (release, drop, levels) are post-processing of ŵ and the threshold bit.
 
-SQL: sql/adaptive_sips_pairs.sql (pairs and empty state), adaptive_sips_vectors.sql (steps 1–3),
+SQL: sql/adaptive_sips_pairs.sql (pairs and empty state), adaptive_sips_first.sql / _remaining.sql
+(step 1: round 1 reads the pairs alone, later rounds join the state), adaptive_sips_vectors.sql (2–3),
 adaptive_sips_round.sql (steps 4–6: the next state); the last round needs no state, so it noises only
 ∪R̃_u (adaptive_sips_weights.sql, sql/basic.sql); adaptive_sips_output.sql / _counts.sql.
 """
