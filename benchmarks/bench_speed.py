@@ -40,7 +40,7 @@ from duckdp.datasets import create_synthetic  # noqa: E402
 
 DELTA0 = 100
 # Targets from the issues (ratio to the floor); mechanisms without one print "–".
-TARGETS = {"weighted_gaussian": 1.2, "mad": 1.6, "dpsips": 2.5, "mad2r": 3.0}
+TARGETS = {"weighted_gaussian": 1.2, "mad": 1.6, "dpsips": 2.5, "mad2r": 3.0, "adaptive_sips": 3.5}
 PEERS = {"PipelineDP": "pipeline_dp", "OpenDP": "opendp", "PyDP": "pydp"}
 
 FLOOR_SQL = f"""

@@ -12,6 +12,8 @@ A second table puts DP-SIPS and MAD2R at ε = 1 (rounds composed exactly as Gaus
 old numbers from basic composition (OLD_BASIC_COMPOSITION, from RESULTS.md); a third puts the
 published numbers of ../shared/data/README.md (DP-SIPS Table 2 on IMDb; the Gopi et al. reference
 code on reddit_1pct) next to ours at exactly their settings.
+The prototype numbers of docs/specs/adaptive-sips.md sit with the published ones; adaptive_sips rows
+follow dpsips in the main table (registry order).
 
     python benchmarks/bench_utility.py                                  # everything, 5 seeds
     python benchmarks/bench_utility.py --datasets reddit_1pct_unigrams --seeds 2 --algos weighted_gaussian dpsips
@@ -48,8 +50,11 @@ PUBLISHED = [
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "weighted_gaussian", {}, 3728, "DP-SIPS Table 2 (README: exact E = 3,974.9)"),
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "dpsips", {}, 7759, "DP-SIPS Table 2 (I = 3, r = 1/3)"),
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "policy_gaussian", {}, 5845, "DP-SIPS Table 2 (DPSU)"),
+    ("imdb_unigrams", "rho=0.1,delta=1e-5", "adaptive_sips", {}, 8470, "docs/specs/adaptive-sips.md numpy prototype"),
+    ("imdb_unigrams", "epsilon=1,delta=1e-5", "adaptive_sips", {}, 5186, "docs/specs/adaptive-sips.md numpy prototype"),
     ("imdb_unigrams", "epsilon=1.7,delta=8.1142e-5", "gw", {}, 3133, "DP-SIPS Table 2 (GW)"),
     ("reddit_1pct_unigrams", "rho=0.1,delta=1e-5", "weighted_gaussian", {}, 176, "README (≈)"),
+    ("reddit_1pct_unigrams", "rho=0.1,delta=1e-5", "adaptive_sips", {}, 241, "docs/specs/adaptive-sips.md numpy prototype"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "weighted_gaussian", {}, 288, "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_gaussian", {"alpha": 5.0}, 341, "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_gaussian_l1", {"alpha": 5.0}, 371,
@@ -159,7 +164,7 @@ def main(argv=None) -> None:
                 composition_rows.append((ds, algo, res, before))
         if not args.no_published:
             for ds, spec, algo, params, value, source in PUBLISHED:
-                if ds != name or algo not in known:
+                if ds != name or algo not in {a["name"] for a in algos}:   # only the mechanisms asked for
                     continue
                 res = grid.get((spec, algo)) if not params else None
                 res = res or run(con, known[algo], spec, args.seeds, params)
@@ -172,7 +177,7 @@ def main(argv=None) -> None:
         for ds, algo, res, before in composition_rows:
             print(f"| {ds} | {algo} | {mean_sd(res['counts'])} | {before} |")
     if published_rows:
-        print("\n## Published numbers (../shared/data/README.md) vs duckdp at the same settings, Δ0 = 100\n")
+        print("\n## Published (../shared/data/README.md) and prototype (specs/) numbers vs duckdp at the same settings, Δ0 = 100\n")
         print("| dataset | budget | algo | published | duckdp (mean ± sd) | duckdp / published | exact E[released] | source |")
         print("|---|---|---|---:|---:|---:|---:|---|")
         for ds, spec, algo, params, value, source, res in published_rows:

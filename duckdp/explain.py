@@ -13,6 +13,9 @@ How each mechanism relates to that bound:
 - MAD: stochastic dominance over Basic with the same σ, T (Chen et al. ICML 2025 Thm 6.1; spec
   docs/specs/mad-mad2r.md §7): P ≥ min(P_Basic, Φ(b)). MAD2R: the same for its first round (round 0);
   round 1 removes and down-weights keys from round-0 estimates, so its numbers are a reference.
+- Adaptive SIPS (docs/specs/adaptive-sips.md): round 0 is Weighted Gaussian (a bound); later rounds drop
+  keys and lower levels from earlier noisy weights, so their numbers (a key at level 1 gets ≥ 1/√k
+  from each holder) are a reference, and the guarantee is round 0's.
 - Sequential policies: the threshold applies to the policy's weights, which depend on the order of
   users; a key whose weight reaches the cutoff Γ = T + α·scale is released with P(Γ + noise ≥ T).
   The users table assumes an even split of each user's budget (a reference, not a bound).
@@ -44,11 +47,12 @@ _BASIC = {"weighted_gaussian": 0.5, "count_gaussian": 0.0, "weighted_laplace": 1
           "dpsips": 0.5, "truncated_geometric": 0.0}
 _REFERENCE = {"policy_gaussian": 0.5, "policy_gaussian_l1": 0.5, "policy_laplace": 1.0, "gw": None}
 _ADAPTIVE = {"mad": 0.5, "mad2r": 0.5}
+_STEERED = {"adaptive_sips": 0.5}
 
 
 def _exponent(mech) -> float | None:
     """The weighting exponent e used in the users table; unknown mechanisms may declare `exponent`."""
-    for table in (_BASIC, _REFERENCE, _ADAPTIVE):
+    for table in (_BASIC, _REFERENCE, _ADAPTIVE, _STEERED):
         if mech.name in table:
             return table[mech.name]
     return getattr(mech, "exponent", None)
@@ -251,6 +255,17 @@ def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, ho
                 r.notes.append("this round drops keys released in round 0 or with a round-0 upper bound below T "
                                "and down-weights keys with a high lower bound "
                                f"(β ≥ {plan.extra['beta_min']:g}): no bound")
+        elif name in _STEERED:
+            r.weighting = _weighting_text(exponent) + (" (all keys at level 1)" if i == 0 else " for a key at level 1")
+            r.probability = _noise_probability(plan.noise, plan.scale, plan.threshold, exponent)
+            r.kind = "bound" if i == 0 else "reference"
+            if i:
+                r.notes.append(f"keys whose earlier noisy weight fell below a_drop·σ are dropped and keys below "
+                               f"a_full·σ get level β_min = {params['beta_min']:g}: no bound; T uses the cap "
+                               f"c = {plan.extra['cap']:g} (novel sensitivity c/√k)")
+            if "joint_mu" in plan.extra and i == len(plans) - 1:
+                notes.append(f"rounds composed exactly as μ-GDP, μ = {plan.extra['joint_mu']:.5g} (Dong, Roth & Su "
+                             "2022 Cor. 3.3); each round's novel keys get its δ_j")
         elif name in _REFERENCE:
             r.notes.append("T applies to the policy's weights; keys reaching the cutoff "
                            f"Γ = {plan.extra['cutoff']:.5g} are released with probability "
@@ -272,11 +287,12 @@ def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, ho
         fns = [r.probability for r in rounds]
         overall_fn = lambda n, k: 1.0 - np.prod([1.0 - f(n, k) for f in fns], axis=0)   # noqa: E731
         overall = _users(overall_fn, holdings, exponent)
-    elif rounds[0].kind == "bound" and (len(rounds) == 1 or name == "mad2r"):
+    elif rounds[0].kind == "bound" and (len(rounds) == 1 or name in ("mad2r", "adaptive_sips")):
         overall_fn, overall = rounds[0].probability, rounds[0].users
         if len(rounds) > 1:
-            notes.append("guarantee from round 0 alone (the whole release is at least as likely); round 1 "
-                         "usually releases most keys, near its reference numbers")
+            later = "round 1 usually releases" if len(rounds) == 2 else "later rounds usually release"
+            notes.append(f"guarantee from round 0 alone (the whole release is at least as likely); {later} "
+                         "most keys, near the reference numbers")
     if name != "gw":
         notes.append(f"users with k > Δ0 = {max_contributions} keys keep a uniform random Δ0 of them, so each "
                      "holds a given key with probability Δ0/k")

@@ -33,6 +33,15 @@ def weighted_l2_novelty(k: np.ndarray) -> np.ndarray:
     return 1.0 / np.sqrt(k)
 
 
+def capped_l2_novelty(cap: float) -> NoveltyBound:
+    """ρ(k) = c/√k: a user whose vector has every entry ≤ c/√d (d ≥ k kept keys) gives each of k novel
+    keys at most c/√k, which is what the Gopi et al. Thm 5.1 argument needs (c = 1: Weighted
+    Gaussian; c = 1/β_min: adaptive SIPS rounds ≥ 2, docs/specs/adaptive-sips.md privacy step 2)."""
+    if not (math.isfinite(cap) and cap > 0):
+        raise InvalidParameter(f"a novelty cap must be a finite number > 0, got {cap!r}")
+    return lambda k: float(cap) / np.sqrt(k)
+
+
 def weighted_l1_novelty(k: np.ndarray) -> np.ndarray:
     """ρ(k) = 1/k for ℓ1-normalised weights (Gopi et al. journal Thm 4.1 / B.1)."""
     return 1.0 / k
