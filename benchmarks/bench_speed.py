@@ -13,6 +13,11 @@ Peers (PipelineDP, OpenDP, PyDP) are reported as skipped when not importable; no
 
     python benchmarks/bench_speed.py                                   # 1M, 10M, 50M rows, 3 repeats
     python benchmarks/bench_speed.py --rows 200000 --repeat 1 --algos weighted_gaussian dpsips
+    python benchmarks/bench_speed.py --rows 10000000 --threads 1 2 4 8 16 --algos weighted_gaussian mad dpsips mad2r
+
+With several --threads the table is built once per size and everything is timed at each thread
+count (DuckDB's `threads` setting, which duckdp's numpy noise pool follows too); a final table
+gives each mechanism's ratio to the floor per (rows, threads).
 """
 from __future__ import annotations
 
@@ -35,7 +40,7 @@ from duckdp.datasets import create_synthetic  # noqa: E402
 
 DELTA0 = 100
 # Targets from the issues (ratio to the floor); mechanisms without one print "–".
-TARGETS = {"weighted_gaussian": 1.2, "mad": 1.6, "dpsips": 2.5, "mad2r": 3.0}
+TARGETS = {"weighted_gaussian": 1.2, "mad": 1.6, "dpsips": 2.5, "mad2r": 3.0, "adaptive_sips": 3.5}
 PEERS = {"PipelineDP": "pipeline_dp", "OpenDP": "opendp", "PyDP": "pydp"}
 
 FLOOR_SQL = f"""
@@ -116,15 +121,26 @@ def budget_for(info: dict) -> dict:
     return {"rho": 0.1, "delta": 1e-5} if "rho/delta" in info["budgets"] else {"epsilon": 1.0, "delta": 1e-5}
 
 
-def run_size(rows: int, algos: list[dict], repeat: int, seed: int, threads: int | None) -> list[dict]:
-    """Time the floor, the GROUP BY and every mechanism on one fresh synthetic table of `rows` rows."""
+def run_size(rows: int, algos: list[dict], repeat: int, seed: int, threads: list[int | None]) -> list[dict]:
+    """Build one synthetic table of `rows` rows and time everything on it at each thread count."""
     con = duckdb.connect()
-    if threads:
-        con.execute(f"SET threads = {int(threads)}")
     t0 = time.perf_counter()
     create_synthetic(con, "synth", rows, seed=seed)
     users, items = con.sql("SELECT count(DISTINCT user_id), count(DISTINCT item) FROM synth").fetchall()[0]
     print(f"\n## {rows:,} rows: {users:,} users, {items:,} items (built in {time.perf_counter() - t0:.1f} s)\n")
+    out = []
+    for t in threads:
+        if t:
+            con.execute(f"SET threads = {int(t)}")
+        (now,), = con.sql("SELECT current_setting('threads')").fetchall()
+        print(f"\n### {rows:,} rows, {now} threads\n")
+        out += [r | {"threads": int(now)} for r in time_all(con, rows, algos, repeat, seed)]
+    con.close()
+    return out
+
+
+def time_all(con, rows: int, algos: list[dict], repeat: int, seed: int) -> list[dict]:
+    """Time the floor, the GROUP BY and every mechanism on table `synth`; print the table."""
     floor_params = {"salt": 0x1234_5678_9ABC_DEF0, "threshold": FLOOR_THRESHOLD}   # 63-bit, like a run salt
     con.sql(FLOOR_SQL, params=floor_params).to_arrow_table()   # warm-up: first touch of the table
     out = [{"rows": rows, "name": FLOOR,
@@ -146,7 +162,6 @@ def run_size(rows: int, algos: list[dict], repeat: int, seed: int, threads: int 
         budget = ", ".join(f"{k}={v:g}" for k, v in r.get("budget", {}).items() if k != "allow_unproven")
         print(f"| {r['name']} | {budget or '–'} | {r['seconds']:.3f} | {ratio:.2f} | {verdict} | "
               f"{r['peak'] / 2**20:,.0f} | {r['rise'] / 2**20:,.0f} | {r.get('released', '–')} |")
-    con.close()
     return out
 
 
@@ -178,13 +193,27 @@ def plot(results: list[dict], path: Path) -> None:
     print(f"\nplot written to {path}")
 
 
+def sweep(results: list[dict]) -> None:
+    """The ratio table: floor seconds and each mechanism's × floor per (rows, threads)."""
+    names = [n for n in dict.fromkeys(r["name"] for r in results) if n not in (FLOOR, GROUP_BY)]
+    print("\n## × floor by rows and threads\n")
+    print("| rows | threads | floor s | " + " | ".join(names) + " |")
+    print("|---:|---:|---:|" + "---:|" * len(names))
+    for rows, threads in dict.fromkeys((r["rows"], r["threads"]) for r in results):
+        cell = {r["name"]: r["seconds"] for r in results if r["rows"] == rows and r["threads"] == threads}
+        floor = cell[FLOOR]
+        print(f"| {rows:,} | {threads} | {floor:.3f} | "
+              + " | ".join(f"{cell[n] / floor:.2f}× ({cell[n]:.2f} s)" for n in names) + " |")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000, 50_000_000],
                     help="synthetic table sizes (default 1M 10M 50M)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per query; the median is reported")
     ap.add_argument("--algos", nargs="+", default=None, help="mechanisms to time (default: all of duckdp.algorithms())")
-    ap.add_argument("--threads", type=int, default=None, help="DuckDB threads (default: DuckDB's)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[None],
+                    help="DuckDB thread counts to sweep, e.g. 1 2 4 8 16 (default: DuckDB's)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic tables and the releases")
     ap.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent / "speed_scaling.png",
                     help="PNG path of the scaling plot")
@@ -208,7 +237,8 @@ def main(argv=None) -> None:
     results = []
     for rows in args.rows:
         results += run_size(rows, algos, args.repeat, args.seed, args.threads)
-    if len(args.rows) > 1:
+    sweep(results)
+    if len(args.rows) > 1 and len(args.threads) == 1:
         print("\n## × floor by size\n")
         print("| query | " + " | ".join(f"{n:,} rows" for n in args.rows) + " |")
         print("|---|" + "---:|" * len(args.rows))
@@ -217,7 +247,8 @@ def main(argv=None) -> None:
             cells = [f"{r['seconds'] / floors[r['rows']]:.2f}" for n in args.rows for r in results
                      if r["name"] == name and r["rows"] == n]
             print(f"| {name} | " + " | ".join(cells) + " |")
-    plot(results, args.plot)
+    if len(args.threads) == 1:
+        plot(results, args.plot)
 
 
 if __name__ == "__main__":

@@ -8,11 +8,16 @@ duckdp.evaluate — it reads exact counts, so it is a benchmark number, not a pr
 For weighted_gaussian the exact expectation E[#released] = Σ_i Φ((w_i − T)/σ) given each seed's
 truncation is printed too (the number the statistical tests check against).
 
-A second table puts the published numbers of ../shared/data/README.md (DP-SIPS Table 2 on IMDb;
-the Gopi et al. reference code on reddit_1pct) next to ours at exactly their settings.
+A second table puts DP-SIPS and MAD2R at ε = 1 (rounds composed exactly as Gaussians) next to the
+old numbers from basic composition (OLD_BASIC_COMPOSITION, from RESULTS.md); a third puts the
+published numbers of ../shared/data/README.md (DP-SIPS Table 2 on IMDb; the Gopi et al. reference
+code on reddit_1pct) next to ours at exactly their settings.
+The prototype numbers of docs/specs/adaptive-sips.md sit with the published ones; adaptive_sips rows
+follow dpsips in the main table (registry order).
 
     python benchmarks/bench_utility.py                                  # everything, 5 seeds
     python benchmarks/bench_utility.py --datasets reddit_1pct_unigrams --seeds 2 --algos weighted_gaussian dpsips
+    python benchmarks/bench_utility.py --algos dpsips mad2r --budgets epsilon=1,delta=1e-5 --no-published
 """
 from __future__ import annotations
 
@@ -45,8 +50,11 @@ PUBLISHED = [
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "weighted_gaussian", {}, 3728, "DP-SIPS Table 2 (README: exact E = 3,974.9)"),
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "dpsips", {}, 7759, "DP-SIPS Table 2 (I = 3, r = 1/3)"),
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "policy_gaussian", {}, 5845, "DP-SIPS Table 2 (DPSU)"),
+    ("imdb_unigrams", "rho=0.1,delta=1e-5", "adaptive_sips", {}, 8470, "docs/specs/adaptive-sips.md numpy prototype"),
+    ("imdb_unigrams", "epsilon=1,delta=1e-5", "adaptive_sips", {}, 5186, "docs/specs/adaptive-sips.md numpy prototype"),
     ("imdb_unigrams", "epsilon=1.7,delta=8.1142e-5", "gw", {}, 3133, "DP-SIPS Table 2 (GW)"),
     ("reddit_1pct_unigrams", "rho=0.1,delta=1e-5", "weighted_gaussian", {}, 176, "README (≈)"),
+    ("reddit_1pct_unigrams", "rho=0.1,delta=1e-5", "adaptive_sips", {}, 241, "docs/specs/adaptive-sips.md numpy prototype"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "weighted_gaussian", {}, 288, "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_gaussian", {"alpha": 5.0}, 341, "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_gaussian_l1", {"alpha": 5.0}, 371,
@@ -56,6 +64,17 @@ PUBLISHED = [
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "count_gaussian", {}, 168, "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "gw", {"alpha": 3.0}, 231, "Gopi et al. code"),
 ]
+
+
+# Released keys (mean ± sd, 5 seeds) at ε = 1, δ = 1e-5 BEFORE exact composition, when the rounds split
+# (ε, δ) by basic composition: benchmarks/RESULTS.md "Utility" (2026-11-22), kept as a reference column.
+OLD_BASIC_COMPOSITION = {
+    ("imdb_unigrams", "dpsips"): "3,442.2 ± 7.5", ("imdb_unigrams", "mad2r"): "3,575.0 ± 31.4",
+    ("movielens_100k", "dpsips"): "28.4 ± 1.8", ("movielens_100k", "mad2r"): "53.8 ± 4.8",
+    ("movielens_latest_small", "dpsips"): "1.6 ± 1.5", ("movielens_latest_small", "mad2r"): "4.4 ± 1.3",
+    ("reddit_1pct_unigrams", "dpsips"): "79.8 ± 2.6", ("reddit_1pct_unigrams", "mad2r"): "100.6 ± 4.2",
+}
+OLD_SPEC = "epsilon=1,delta=1e-5"
 
 
 def parse_budget(spec: str) -> dict:
@@ -122,7 +141,7 @@ def main(argv=None) -> None:
           f"{duckdp.__version__}; Δ0 = {DELTA0}; seeds 0..{args.seeds - 1}; † = baseline run with allow_unproven=True\n")
     print("| dataset | budget | algo | released (mean ± sd) | captured mass | exact E[released] | s/run |")
     print("|---|---|---|---:|---:|---:|---:|")
-    published_rows = []
+    published_rows, composition_rows = [], []
     for name in datasets:
         con = duckdb.connect()
         con.execute("CREATE TABLE data AS SELECT user_id, item FROM read_parquet($p)",
@@ -139,16 +158,26 @@ def main(argv=None) -> None:
                 exp = f"{res['expected']:,.1f}" if "expected" in res else ""
                 print(f"| {name} | {short(spec)} | {label} | {mean_sd(res['counts'])} | "
                       f"{mean_sd(res['masses'], '.2%')} | {exp} | {res['seconds']:.2f} |", flush=True)
+        for (ds, algo), before in OLD_BASIC_COMPOSITION.items():
+            res = grid.get((OLD_SPEC, algo)) if ds == name else None
+            if res is not None:
+                composition_rows.append((ds, algo, res, before))
         if not args.no_published:
             for ds, spec, algo, params, value, source in PUBLISHED:
-                if ds != name or algo not in known:
+                if ds != name or algo not in {a["name"] for a in algos}:   # only the mechanisms asked for
                     continue
                 res = grid.get((spec, algo)) if not params else None
                 res = res or run(con, known[algo], spec, args.seeds, params)
                 published_rows.append((ds, spec, algo, params, value, source, res))
         con.close()
+    if composition_rows:
+        print("\n## (ε, δ) = (1, 1e-5): exact Gaussian composition of the rounds vs the old basic composition\n")
+        print("| dataset | algo | exact composition (mean ± sd) | basic composition, before (RESULTS.md) |")
+        print("|---|---|---:|---:|")
+        for ds, algo, res, before in composition_rows:
+            print(f"| {ds} | {algo} | {mean_sd(res['counts'])} | {before} |")
     if published_rows:
-        print("\n## Published numbers (../shared/data/README.md) vs duckdp at the same settings, Δ0 = 100\n")
+        print("\n## Published (../shared/data/README.md) and prototype (specs/) numbers vs duckdp at the same settings, Δ0 = 100\n")
         print("| dataset | budget | algo | published | duckdp (mean ± sd) | duckdp / published | exact E[released] | source |")
         print("|---|---|---|---:|---:|---:|---:|---|")
         for ds, spec, algo, params, value, source, res in published_rows:

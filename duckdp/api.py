@@ -23,7 +23,7 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     `table` is a table or view name, a DuckDBPyRelation, or any object DuckDB can register
     (pandas/polars DataFrame, Arrow table). The input is only read. `seed` makes the release
     reproducible (for tests and demos; the release says it was seeded).
-    `_on_plan(budgets, input)` (internal, for Session) runs once the input is resolved and before
+    `_on_plan(plan, input)` (internal, for Session) runs once the input is resolved and before
     any data is read; raising there aborts the release.
     """
     mech = mechanisms.get(algo)
@@ -34,7 +34,7 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     plan = mech.plan(budget, max_contributions, params)        # all σ and T before data is read
     randomness = Randomness(seed)
     run_params = params | {"max_contributions": max_contributions}
-    with open_run(con, table, user_col, item_col, randomness, budgets=[p.budget for p in plan],
+    with open_run(con, table, user_col, item_col, randomness, plan=plan,
                   on_plan=_on_plan) as stages:
         source = stages.ctx.source
         table_out, rounds = mech.run(stages, plan, run_params)

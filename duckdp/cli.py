@@ -79,6 +79,13 @@ def _input_kind(path: str) -> str:
     return _kind(path)
 
 
+def _quiet(con):
+    """DuckDB draws a progress bar on stdout for queries over 2 s by default: off, so piped output
+    (e.g. --json) stays parseable on a slow machine; _select turns it on for a terminal."""
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def _open_input(path: str, table: str | None):
     """(connection, table or view name) for INPUT. Database files are opened read-only; files and
     globs become a temporary view named like INPUT on a fresh in-memory connection."""
@@ -89,7 +96,7 @@ def _open_input(path: str, table: str | None):
         if _has_glob(path):
             raise SchemaError("a DuckDB database input must be a single file, not a glob")
         try:
-            con = duckdb.connect(path, read_only=True)
+            con = _quiet(duckdb.connect(path, read_only=True))
         except duckdb.Error as exc:
             raise SchemaError(f"cannot open DuckDB database {path!r}: {_first_line(exc)}") from None
         if table is None:
@@ -103,7 +110,7 @@ def _open_input(path: str, table: str | None):
         return con, table
     if table is not None:
         raise SchemaError("--table only applies to a DuckDB database input")
-    con = duckdb.connect()
+    con = _quiet(duckdb.connect())
     try:
         reader = {"parquet": con.read_parquet, "csv": con.read_csv, "json": con.read_json}[kind]
         relation = reader(path)

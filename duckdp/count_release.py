@@ -6,7 +6,10 @@ Alg. 2, with Unknown-Domain Gumbel (Alg. 1; Durfee & Rogers, NeurIPS 2019) as th
 Sensitivity: a user adds at most 1 to each distinct-user count (ℓ∞ = ℓ2 sensitivity 1 per count)
 and may touch any number of keys; no ℓ0 bound is needed. Privacy: each Unknown-Domain Gumbel call
 with β = 1/ε and T = 1 + log(k̄/δ*)/ε is δ*-approximate ε²/8-zCDP (Thm 4, k = 1); each released
-count gets N(0, σ²) with σ > 2/ε, which is 1/(2σ²)-zCDP (Thm 2). The loop is a privacy filter
+count gets discrete Gaussian noise N_Z(0, σ²) with σ > 2/ε, which is 1/(2σ²)-zCDP like the
+continuous Gaussian of Rogers' Thm 2 (Canonne, Kamath, Steinke NeurIPS 2020, Thm 4): released
+counts are exact integers, sampled exactly (duckdp/discrete.py), so no float artefact tells which
+neighbour produced them (Mironov 2012). The loop is a privacy filter
 (Whitehouse et al., Thm 5): it only starts a step while ρ_spent + ε²/4 ≤ ρ and δ_spent + δ* ≤ δ,
 and a step costs at most ε²/8 + ε²/8, so the release is δ-approximate ρ-zCDP (Thm 6) — the
 guarantee is the filter's (ρ, δ), reported as `spent`; the ledger records every actual charge.
@@ -15,10 +18,10 @@ The engine computes the k̄ + 1 largest counts once (stage top_counts; sql/pcr_t
 over that cached table. Removing found keys from the cache is Alg. 1 on the histogram without
 them with k̄' = k̄ − m: its top k̄' are the remaining cached keys and its (k̄'+1)-th count is
 still c_(k̄+1); the threshold keeps log(k̄/δ*) ≥ log(k̄'/δ*), so it is at least Thm 4's.
-Noise comes from the run's keyed randomness (the source of the registered noise UDFs): Gumbel
-call i draws counter (i << 32) | position for each cached key and (i << 32) | 2³²−1 for the
-threshold, the count of hit i draws Gaussian counter 2⁶³ | i — fresh per draw, reproducible
-under `seed`.
+Noise comes from the run's PRF (duckdp/prf.py): Gumbel call i draws at counter (hi, lo) =
+(i, position) for each cached key and (i, 2⁶⁴−1) for the threshold, all under one noise round
+tag; the counts' discrete Gaussians read one AES counter-mode bit stream — fresh per draw,
+reproducible under `seed`.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from .discrete import discrete_gaussian
 from .errors import InvalidParameter, SchemaError
 from .lifecycle import open_run
 from .mechanisms.base import Round
@@ -39,9 +43,8 @@ from .rng import Randomness
 
 CITATION = ("Rogers, Private Count Release (2024), Alg. 1–2, Thm 4–6; "
             "Unknown-Domain Gumbel: Durfee & Rogers, NeurIPS 2019")
-_THRESHOLD_SLOT = np.uint64(2**32 - 1)
-_GAUSSIAN_BIT = 1 << 63
-_MAX_KBAR = 10**8           # positions must fit the 32-bit counter field below the threshold slot
+_THRESHOLD_SLOT = np.uint64(2**64 - 1)
+_MAX_KBAR = 10**8           # keys cached and searched
 _OUTPUT_COLUMNS = ("noisy_count", "sigma")
 
 
@@ -58,10 +61,10 @@ def count_sigma(epsilon: float, kbar: int, delta: float, relative_error: float) 
     return _up(max(relative_error / 1.5 * (1.0 + math.log(kbar / delta) / epsilon), 2.0 / epsilon))
 
 
-def gumbel_noise(randomness: Randomness, call: int, positions: np.ndarray) -> np.ndarray:
+def gumbel_noise(randomness: Randomness, tag: int, call: int, positions: np.ndarray) -> np.ndarray:
     """Standard Gumbel draws of Gumbel call `call`: one per cached position, then the threshold's."""
-    counters = np.append(positions.astype(np.uint64), _THRESHOLD_SLOT) | (np.uint64(call) << np.uint64(32))
-    return randomness.gumbel(counters)
+    lo = np.append(positions.astype(np.uint64), _THRESHOLD_SLOT)
+    return randomness.noise("gumbel", tag, np.full(lo.size, call, dtype=np.uint64), lo)
 
 
 @dataclass
@@ -78,7 +81,8 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
                           initial_epsilon: float, delta_per_call: float, kbar: int,
                           relative_error: float) -> PCRResult:
     """Alg. 2 on the cached top-k̄ `counts` (largest first) and c_(k̄+1) = `next_count`."""
-    counts = np.asarray(counts, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.int64)
+    tag, bits = randomness.next_round(), randomness.stream()
     remaining = np.arange(counts.size, dtype=np.int64)
     eps, rho_spent, delta_spent = initial_epsilon, 0.0, 0.0
     log_rows: list[tuple] = []
@@ -88,7 +92,7 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
     while rho_spent + eps * eps / 4 <= budget.rho and delta_spent + delta_per_call <= budget.delta:
         beta = 1.0 / eps                                           # Thm 4: β = 1/ε
         threshold = gumbel_threshold(eps, kbar, delta_per_call)
-        g = gumbel_noise(randomness, call, remaining)
+        g = gumbel_noise(randomness, tag, call, remaining)
         rho_spent += eps * eps / 8                                 # Thm 4 (k = 1): ε²/8-zCDP, δ*
         delta_spent += delta_per_call
         scores = counts[remaining] + beta * g[:-1]
@@ -99,12 +103,11 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
         if hit:
             sigma = count_sigma(eps, kbar, delta_per_call, relative_error)
             position = int(remaining[best])
-            z = randomness.gaussian(np.array([_GAUSSIAN_BIT | call], dtype=np.uint64))[0]
             found.append(position)
-            noisy.append(counts[position] + sigma * z)
+            noisy.append(int(counts[position]) + discrete_gaussian(bits, sigma))   # exact N_Z(0, σ²)
             sigmas.append(sigma)
             remaining = np.delete(remaining, best)
-            rho_spent += 0.5 / (sigma * sigma)                     # Gaussian mechanism, Thm 2
+            rho_spent += 0.5 / (sigma * sigma)                     # Thm 2; discrete: CKS20 Thm 4
             log_rows.append(("gaussian", eps, sigma, None, 0.5 / (sigma * sigma), 0.0, len(found) - 1,
                              rho_spent, delta_spent))
         else:
@@ -123,7 +126,7 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
         "rho_spent": pa.array(columns[7], pa.float64()),
         "delta_spent": pa.array(columns[8], pa.float64()),
     })
-    return PCRResult(np.array(found, dtype=np.int64), np.array(noisy, dtype=np.float64),
+    return PCRResult(np.array(found, dtype=np.int64), np.array(noisy, dtype=np.int64),
                      np.array(sigmas, dtype=np.float64), ledger)
 
 
@@ -218,17 +221,17 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
         if clash:
             raise SchemaError(f"item_col {clash} collides with the output columns {list(_OUTPUT_COLUMNS)}; rename it")
 
-    with open_run(con, table, user_col, item_col, randomness, budgets=[budget], on_plan=_on_plan,
+    with open_run(con, table, user_col, item_col, randomness, plan=[budget], on_plan=_on_plan,
                   check_source=check_columns) as stages:
         source = stages.ctx.source
         top = stages.top_counts(int(params["kbar"]) + 1)
-    counts = top.column("_dp_count").to_numpy().astype(np.float64)
+    counts = top.column("_dp_count").to_numpy().astype(np.int64)
     next_count = float(counts[params["kbar"]]) if counts.size > params["kbar"] else 0.0
     result = private_count_release(counts[:params["kbar"]], next_count, budget, randomness, **params)
 
     key_cols = [f"_dp_k{i}" for i in range(len(source.keys))]
     items = (top.select(key_cols).take(pa.array(result.positions, pa.int64())).rename_columns(source.key_names)
-             .append_column("noisy_count", pa.array(result.noisy_counts, pa.float64()))
+             .append_column("noisy_count", pa.array(result.noisy_counts, pa.int64()))
              .append_column("sigma", pa.array(result.sigmas, pa.float64())))
     return CountRelease(items=con.from_arrow(items), algo="pcr", citation=CITATION, budget=budget,
                         spent=Spent.of([budget]), rounds=ledger_rounds(result.ledger), seeded=randomness.seeded,

@@ -8,6 +8,7 @@ the plan its run used.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -18,6 +19,8 @@ from . import mechanisms
 from .errors import InvalidParameter
 from .privacy.budget import Budget, make_budget
 from .privacy.calibration import _check_max_contributions
+from .privacy.composition import composition_lines
+from .validation import integer
 
 TARGETS = (0.5, 0.95)
 _MAX_USERS = 10**15      # beyond this a key is treated as never reaching the target
@@ -67,6 +70,7 @@ class Explanation:
     overall: list[UsersNeeded] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     _overall_probability: Callable | None = field(default=None, repr=False)
+    composition: list[str] = field(default_factory=list)    # how Gaussian rounds compose (μ, σ_j, conversion)
 
     def release_probability(self, n_users, keys_per_user: int, round: int | None = None) -> np.ndarray:
         """P(release) (a lower bound where the round's kind is "bound") for a key held by `n_users`
@@ -120,6 +124,7 @@ class Explanation:
     def __str__(self) -> str:
         head = [f"duckdp explain — {self.algo}: {self.budget}, Δ0 = {self.max_contributions}",
                 f"  mechanism : {self.citation}"]
+        head += [f"  {'accounting' if i == 0 else '':<10}: {line}" for i, line in enumerate(self.composition)]
         return "\n".join(head + self.lines())
 
 
@@ -184,20 +189,20 @@ def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, ho
                      "holds a given key with probability Δ0/k")
     if mech.unproven:
         notes.append("caution: " + mech.unproven)
+    composition = (composition_lines(budget, [p.scale for p in plans], [p.mu for p in plans])
+                   if all(p.mu is not None for p in plans) else [])
     return Explanation(mech.name, mech.citation, budget, max_contributions, dict(params), rounds, overall, notes,
-                       overall_fn)
+                       overall_fn, composition)
 
 
 def _check_holdings(keys_per_user, max_contributions: int) -> list[int]:
     """k values must be integers in [1, Δ0]: above Δ0 truncation makes a key's presence random."""
-    try:
-        ks = sorted({int(k) for k in keys_per_user if int(k) == k})
-    except (TypeError, ValueError):
-        ks = []
-    if not ks or len(ks) != len(set(keys_per_user)) or ks[0] < 1 or ks[-1] > max_contributions:
-        raise InvalidParameter(f"keys_per_user must be integers in [1, max_contributions={max_contributions}], "
-                               f"got {keys_per_user!r}")
-    return ks
+    values = [] if isinstance(keys_per_user, (str, bytes)) or not isinstance(keys_per_user, Iterable) \
+        else list(keys_per_user)
+    if not values:
+        raise InvalidParameter(f"keys_per_user must be a non-empty list of integers in [1, max_contributions="
+                               f"{max_contributions}], got {keys_per_user!r}")
+    return sorted({integer("keys_per_user entries", k, 1, max_contributions) for k in values})
 
 
 def explain(algo: str, *, epsilon: float | None = None, rho: float | None = None, delta: float | None = None,

@@ -13,19 +13,20 @@ import duckdb
 
 from .errors import InvalidParameter
 from .rng import Randomness
-from .run import RunContext
+from .run import RunContext, raise_if_interrupted
 from .source import Source, check_nulls, resolve
 from .stages.duckdb import DuckDBStages
 
 
 @contextmanager
 def open_run(con, table, user_col: str, item_col, randomness: Randomness | None = None, *,
-             budgets: list | None = None, on_plan: Callable | None = None,
+             plan: list | None = None, on_plan: Callable | None = None,
              check_source: Callable[[Source], None] | None = None) -> Iterator[DuckDBStages]:
-    """The stages of one run over `table` on `con`, closed (TEMP tables, UDFs, views) however it ends.
+    """The stages of one run over `table` on `con`, closed (TEMP tables, views) however it ends.
 
-    `check_source(source)` runs first on the resolved input; `on_plan(budgets, input)` (Session's
-    charge) runs before any data is read; then NULL users/keys are refused.
+    `check_source(source)` runs first on the resolved input; `on_plan(plan, input)` (Session's
+    charge; `plan` the RoundPlans, or budgets) runs before any data is read; then NULL users/keys are
+    refused. A cancelled query surfaces as KeyboardInterrupt (run.raise_if_interrupted).
     """
     if not isinstance(con, duckdb.DuckDBPyConnection):
         raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
@@ -36,8 +37,11 @@ def open_run(con, table, user_col: str, item_col, randomness: Randomness | None 
         if check_source is not None:
             check_source(source)
         if on_plan is not None:
-            on_plan(budgets, source.description)
+            on_plan(plan, source.description)
         check_nulls(con, source)
         yield DuckDBStages(ctx)
+    except Exception as exc:
+        raise_if_interrupted(exc)
+        raise
     finally:
         ctx.close()

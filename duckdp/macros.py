@@ -2,8 +2,10 @@
 
 In a DuckDB shell the file's noise comes from random() (not cryptographic). `install_macros`
 installs the same macros but replaces the file's noise hooks with duckdp's keyed noise UDFs
-(duckdp.rng.Randomness, key from os.urandom unless seeded), registered on the connection under
-the hook names, so `SELECT * FROM duckdp_weighted_gaussian(...)` draws secure noise.
+(AES-128 PRF of duckdp/prf.py, key from os.urandom unless seeded), registered on the connection
+under the hook names, so `SELECT * FROM duckdp_weighted_gaussian(...)` draws cryptographic noise.
+The macros' counters are still 64-bit salted SQL hashes of the keys (pure SQL has no collision
+resolution), unlike duckdp.select's injective counters (duckdp/counters.py).
 """
 from __future__ import annotations
 
@@ -41,12 +43,14 @@ def install_macros(con, seed: int | None = None) -> None:
     each round. `seed` makes runs reproducible (tests and demos only; not private).
     """
     randomness = Randomness(seed)
+    tag = randomness.next_round()           # one noise sub-key; counters carry the per-round salt
 
     def add_noise(value, scale, counter):
         v = value.to_numpy(zero_copy_only=False)
         s = scale.to_numpy(zero_copy_only=False)
         c = counter.to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-        return pa.array(v + s * randomness.gaussian(c), type=pa.float64())
+        z = randomness.noise("gaussian", tag, np.zeros_like(c), c)
+        return pa.array(v + s * z, type=pa.float64())
 
     for name in UDF_NAMES:
         try:

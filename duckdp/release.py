@@ -7,11 +7,26 @@ import pyarrow as pa
 
 from .explain import release_section
 from .privacy.budget import Budget, ZCDP
-from .privacy.composition import Spent
+from .privacy.composition import Spent, composition_lines
 
 
-def _budget_str(b: Budget) -> str:
-    return f"ρ={b.rho:.4g} δ={b.delta:.3g}" if isinstance(b, ZCDP) else f"ε={b.epsilon:.4g} δ={b.delta:.3g}"
+def _budget_str(r) -> str:
+    """A round's budget; (ε, δ) rounds composed exactly show their μ_j and novel-key δ_j instead of the
+    share of (ε, δ) they are charged (no guarantee of the round alone)."""
+    b: Budget = r.budget
+    if isinstance(b, ZCDP):
+        return f"ρ={b.rho:.4g} δ={b.delta:.3g}"
+    if r.mu is not None:
+        return f"μ={r.mu:.4g} δ={r.novel_delta:.3g}"
+    return f"ε={b.epsilon:.4g} δ={b.delta:.3g}"
+
+
+def _composition(release) -> list[str]:
+    """The exact-composition lines of a release whose rounds all record μ_j (privacy/composition.py)."""
+    if not release.rounds or any(r.mu is None for r in release.rounds):
+        return []
+    lines = composition_lines(release.budget, [r.sigma for r in release.rounds], [r.mu for r in release.rounds])
+    return [f"  {'accounting' if i == 0 else '':<10}: {line}" for i, line in enumerate(lines)]
 
 
 @dataclass
@@ -53,12 +68,13 @@ class Release:
             lines.append(f"  CAUTION   : privacy NOT established — {self.caveat}")
         lines += [f"  budget    : {self.budget}",
                   f"  spent     : {self.spent}",
+                  *_composition(self),
                   "  randomness: " + ("SEEDED — reproducible, for tests and demos only, not private"
                                       if self.seeded else "secure (key from os.urandom)"),
                   "",
                   f"  {'round':>5}  {'budget':<22} {'noise':<9} {'σ/λ':>10} {'threshold':>11} {'released':>9}"]
         for r in self.rounds:
-            lines.append(f"  {r.index:>5}  {_budget_str(r.budget):<22} {r.noise:<9} {r.sigma:>10.5g} "
+            lines.append(f"  {r.index:>5}  {_budget_str(r):<22} {r.noise:<9} {r.sigma:>10.5g} "
                          f"{r.threshold:>11.6g} {r.released:>9,}")
         lines.append(f"  released {len(self):,} keys in total")
         lines += release_section(self)

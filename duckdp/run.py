@@ -3,16 +3,23 @@ from __future__ import annotations
 
 import secrets
 
+import duckdb
 import pyarrow as pa
 
 from .rng import Randomness
 from .source import Source
 from .templates import load, quote_ident
-from .udfs import NoiseFunctions
+
+
+def raise_if_interrupted(exc: BaseException) -> None:
+    """Re-raise DuckDB's report of a cancelled query as the KeyboardInterrupt it stands for: Ctrl-C
+    during a query gives RuntimeError('Query interrupted'), `con.interrupt()` duckdb.InterruptException."""
+    if isinstance(exc, duckdb.InterruptException) or (type(exc) is RuntimeError and str(exc) == "Query interrupted"):
+        raise KeyboardInterrupt(str(exc)) from exc
 
 
 class RunContext:
-    """Connection, resolved input, randomness, noise UDFs and run-unique TEMP tables of one run.
+    """Connection, resolved input, randomness and run-unique TEMP tables of one run.
 
     Internal columns: `_dp_user` for the user, `_dp_k0, _dp_k1, …` for the key columns, so no
     input column name can collide with duckdp's own.
@@ -23,7 +30,6 @@ class RunContext:
         self.source = source
         self.randomness = randomness
         self.run_id = run_id or secrets.token_hex(6)
-        self.noise = NoiseFunctions(con, randomness, self.run_id)
         self._temps: list[str] = []
         self._views: list[str] = []
 
@@ -100,7 +106,7 @@ class RunContext:
         self.con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")
 
     def close(self) -> None:
-        """Drop TEMP tables, remove UDFs and unregister the input view, whatever happened."""
+        """Drop TEMP tables and unregister the input view, whatever happened."""
         for name in reversed(self._temps):
             try:
                 self.con.execute(f"DROP TABLE IF EXISTS temp.main.{name}")
@@ -113,7 +119,6 @@ class RunContext:
             except Exception:
                 pass
         self._views.clear()
-        self.noise.close()
         if self.source.registered:
             try:
                 self.con.unregister(self.source.registered)

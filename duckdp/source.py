@@ -83,8 +83,9 @@ def resolve(con, table, user_col: str, item_col, run_id: str) -> Source:
     if isinstance(table, str):
         ref, estimated_rows = _catalog_lookup(con, table)
         description = table
-    elif isinstance(table, duckdb.DuckDBPyConnection):
-        raise SchemaError("table must be a table/view name or a relation, not a connection")
+    elif table is None or isinstance(table, duckdb.DuckDBPyConnection):
+        raise SchemaError(f"table must be a table or view name, a DuckDB relation, or a DataFrame/Arrow table; "
+                          f"got {'None' if table is None else 'a connection'}")
     else:
         registered = f"_duckdp_{run_id}_input"
         try:

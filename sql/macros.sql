@@ -14,7 +14,7 @@
 -- view name (optionally schema-qualified) or a file DuckDB can scan, such as 'reviews.parquet';
 -- it is read through query_table() and never written. `user_col` and `item_col` (one key column)
 -- are matched to the input's columns by name, case-insensitively, and never spliced into SQL text;
--- a name that matches no column fails with "... resulted in an empty set of columns". Input
+-- a name that matches no column fails with DuckDB's `Could not find key "x" in struct`. Input
 -- columns must not start with `_dp_`; rows with a NULL user or item are refused.
 -- Give exactly one of `epsilon :=` ((ε, δ)-DP) or `rho :=` (δ-approximate ρ-zCDP), and `delta :=`.
 -- Scalar macros: duckdp_ndtr (Φ), duckdp_ndtri (Φ⁻¹), duckdp_erf, duckdp_expm1, duckdp_log1p,
@@ -187,8 +187,11 @@ CREATE OR REPLACE TEMP MACRO duckdp_gaussian_threshold(sigma, delta, max_contrib
 
 -- Every round's budget, σ and threshold, computed before any data is read. `shares` splits the
 -- budget across rounds (each share of ε or ρ and of δ). Per round:
---   (ε, δ): σ from the analytic Gaussian at (ε, δ/2), T with δ/2 (Gopi et al. 2020, Thm 5.1);
---   zCDP:   σ = Δ/√(2ρ), T with the whole δ (DP-SIPS Alg. 2, Thm 13).
+--   (ε, δ): the rounds' Gaussians are composed exactly: jointly μ-GDP (Dong, Roth & Su 2022,
+--           Cor. 3.3) with 1/μ the analytic-Gaussian σ at (ε, δ/2) (Balle & Wang 2018 Thm 8; Dong
+--           et al. Cor. 2.13), round j's σ_j = Δ/(μ√share_j); T with δ·share_j/2 (Gopi et al. 2020,
+--           Thm 5.1). One round: σ from the analytic Gaussian at (ε, δ/2).
+--   zCDP:   σ = Δ/√(2ρ·share_j), T with δ·share_j (DP-SIPS Alg. 2, Thm 13, 14).
 -- SELECT * FROM duckdp_plan(epsilon := 1, delta := 1e-5, max_contributions := 100);
 CREATE OR REPLACE TEMP MACRO duckdp_plan(epsilon := NULL, rho := NULL, delta := NULL, max_contributions := 100,
                                          shares := [1.0e0], sensitivity := 1, novelty_scale := 1,
@@ -204,14 +207,18 @@ WITH checked AS (    -- the budget arguments, refused unless exactly one of epsi
 ), budgets AS (      -- one row per round with its share of the budget
   SELECT generate_subscripts(shares, 1) - 1 AS _dp_round, unnest(shares)::DOUBLE AS _dp_share
   FROM checked WHERE _dp_ok
+), joint AS (       -- (ε, δ): 1/μ, the σ of all rounds together, at (ε, δ/2)
+  SELECT CASE WHEN epsilon IS NOT NULL
+              THEN duckdp_analytic_gaussian_sigma(epsilon::DOUBLE, delta::DOUBLE / 2, sensitivity) END AS _dp_joint
+  FROM checked WHERE _dp_ok
 ), calibrated AS (   -- σ per round; novel items get δ/2 under (ε, δ), δ under zCDP
   SELECT _dp_round, epsilon::DOUBLE * _dp_share AS _dp_eps, rho::DOUBLE * _dp_share AS _dp_rho,
          delta::DOUBLE * _dp_share AS _dp_delta,
-         CASE WHEN epsilon IS NOT NULL
-              THEN duckdp_analytic_gaussian_sigma(epsilon::DOUBLE * _dp_share, delta::DOUBLE * _dp_share / 2, sensitivity)
-              ELSE duckdp_zcdp_sigma(rho::DOUBLE * _dp_share, sensitivity) END AS _dp_sigma,
+         CASE WHEN epsilon IS NULL THEN duckdp_zcdp_sigma(rho::DOUBLE * _dp_share, sensitivity)
+              WHEN _dp_share = 1 THEN _dp_joint
+              ELSE duckdp_round_up(_dp_joint / sqrt(_dp_share)) END AS _dp_sigma,
          CASE WHEN epsilon IS NOT NULL THEN delta::DOUBLE * _dp_share / 2 ELSE delta::DOUBLE * _dp_share END AS _dp_novel
-  FROM budgets
+  FROM budgets, joint
 )
 SELECT _dp_round AS round, _dp_eps AS epsilon, _dp_rho AS rho, _dp_delta AS delta, _dp_sigma AS sigma,
        duckdp_gaussian_threshold(_dp_sigma, _dp_novel, max_contributions, novelty_scale, novelty_exponent) AS threshold
@@ -229,12 +236,14 @@ CREATE OR REPLACE TEMP MACRO duckdp_trunc_order(user_id, item, salt) AS hash(xor
 
 -- Distinct (user, key) pairs of `tbl`, the key twice: as _dp_item and under its own name (for the
 -- output). Columns are matched by name, never spliced into SQL; NULL users/items are refused.
+-- The inner query reads user and key as fields of the row (struct_extract, case-insensitive), so a
+-- name that matches no column fails while binding with `Could not find key "name" in struct`,
+-- naming it, before the outer COLUMNS(...) could fail with "empty set of columns".
 CREATE OR REPLACE TEMP MACRO duckdp_pairs(tbl, user_col, item_col) AS TABLE
 SELECT * FROM (
-  SELECT DISTINCT COLUMNS(lambda c: lower(c) = lower(user_col)) AS _dp_user,
-                  COLUMNS(lambda c: lower(c) = lower(item_col)) AS _dp_item,
-                  COLUMNS(lambda c: lower(c) = lower(item_col))
-  FROM query_table(tbl))
+  SELECT DISTINCT _dp_user, _dp_item, COLUMNS(lambda c: lower(c) = lower(item_col))
+  FROM (SELECT *, struct_extract(_dp_row, user_col) AS _dp_user, struct_extract(_dp_row, item_col) AS _dp_item
+        FROM query_table(tbl) AS _dp_row))
 WHERE CASE WHEN lower(user_col) = lower(item_col) THEN error('duckdp: user_col and item_col must be distinct columns')
            WHEN _dp_user IS NULL OR _dp_item IS NULL
              THEN error('duckdp: NULL user ids or items in the input; filter or fill them first')
@@ -278,7 +287,7 @@ SELECT * FROM duckdp_basic(tbl, user_col, item_col, epsilon, rho, delta, max_con
 -- DP-SIPS (Swanberg, Desfontaines, Haney 2023, Alg. 3, Thm 14), iterations fixed at I = 3 and
 -- unrolled: round i runs Weighted Gaussian with the share r^{I−i−1}(1−r)/(1−r^I) of ε or ρ and
 -- of δ (1/I when r = 1) on every user's set minus the keys released so far, re-truncated to Δ0;
--- the output is the union. zCDP composes additively (Thm 14); (ε, δ) by basic composition.
+-- the output is the union. zCDP composes additively (Thm 14); (ε, δ) exactly as Gaussians (duckdp_plan).
 -- Round i's share r^{I−i−1}(1−r)/(1−r^I) of the budget, I = 3; 1/I when r = 1 (DP-SIPS Alg. 3, lines 3–6).
 CREATE OR REPLACE TEMP MACRO duckdp_dpsips_shares(ratio) AS
   CASE WHEN NOT ratio::DOUBLE > 0 THEN error('duckdp: ratio must be > 0')::DOUBLE[]
@@ -329,7 +338,7 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
 )
 SELECT * EXCLUDE (_dp_item) FROM (FROM round0 UNION ALL FROM round1 UNION ALL FROM round2);
 
--- MAD, unbiased (Chen et al. ICML 2025, Alg. 3, as reconstructed in specs/mad-mad2r.md §5): capped
+-- MAD, unbiased (Chen et al. ICML 2025, Alg. 3, as reconstructed in docs/specs/mad-mad2r.md §5): capped
 -- sets S̃_u with d_u = |S̃_u| and w^u_i = 1/√d_u; adaptive users A have Δ_min ≤ d_u ≤ Δ_max.
 -- Stage 1 ŵ_i = Σ_{u∈A} 1/d_u; stage 2 t_i = min(ŵ_i, τ) with τ = T + bσ, ρ_i = (ŵ_i − t_i)/ŵ_i;
 -- stage 3 e_u = Σ_i ρ_i/d_u; stage 4 w_i = t_i + Σ_{u∈A} (f·e_u + 1 − 1/√d_u)/√d_u + Σ_{u∉A} 1/√d_u

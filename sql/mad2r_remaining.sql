@@ -1,5 +1,5 @@
 -- MAD2R round-2 pairs (spec §6 steps a–b): the users' sets shrink to the keys {status} keeps for
--- round 2 (a key without a row there stays, with β = 1: mad2r_screen.sql stores only the
+-- round 2 (a key without a row there stays, with β = 1: the MAD2R screen stores only the
 -- exceptions); each pair carries its key's clipped bias b_i = clip(β_i, β_min, 1) (§4).
 -- idents: pairs, keys, status
 -- params: beta_min

@@ -1,4 +1,4 @@
-"""Numpy reference of MAD / MAD2R, written line by line from the pseudocode of specs/mad-mad2r.md.
+"""Numpy reference of MAD / MAD2R, written line by line from the pseudocode of docs/specs/mad-mad2r.md.
 
 Items are integers 0..m−1 and a dataset is a list of per-user arrays of distinct items. Plans
 (σ, T, τ, f, …) come from duckdp's `plan()`, whose calibration is tested against golden values.

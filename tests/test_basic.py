@@ -162,32 +162,6 @@ def test_seed_reproducible_and_reported(con):
     assert not u.seeded and "os.urandom" in u.report()
 
 
-def test_every_item_gets_fresh_noise(con):
-    """1,000 items with equal weight get 1,000 distinct noise values (UDF not folded, keyed per item)."""
-    from duckdp.udfs import NoiseFunctions
-
-    for kind in ("gaussian", "laplace", "gumbel", "uniform"):
-        fns = NoiseFunctions(con, Randomness(), "fresh")
-        try:
-            f = fns.name(kind)
-            n = con.sql(f"SELECT count(DISTINCT {f}(hash(i, 99))) FROM range(1000) t(i)").fetchall()[0][0]
-            assert n == 1000
-        finally:
-            fns.close()
-    assert leftovers(con) == []
-
-
-def test_noise_distribution():
-    from scipy.stats import gumbel_r, kstest
-
-    r = Randomness(3)
-    c = np.arange(100_000, dtype=np.uint64) * np.uint64(2654435761)
-    assert kstest(r.gaussian(c), norm.cdf).pvalue > 1e-3
-    assert kstest(r.laplace(c), laplace.cdf).pvalue > 1e-3
-    assert kstest(r.gumbel(c), gumbel_r.cdf).pvalue > 1e-3
-    assert kstest(r.gaussian(c) * 1.05, norm.cdf).pvalue < 1e-3    # the test can tell 5 % off
-
-
 def test_release_object(con):
     users, items = random_sets(500, 300, 5, 2)
     make_table(con, "t", users, items)

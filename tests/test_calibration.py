@@ -115,3 +115,23 @@ def test_conversion_of_tiny_rho_with_generous_delta():
     """δ-approximate ρ-zCDP with ρ → 0 already gives the target δ_DP at ε → 0 (no root to find)."""
     assert approx_zcdp_epsilon(0.001, 0.4, 0.64) == pytest.approx(1e-12)
     assert approx_zcdp_to_dp(0.001, 0.4, 1e-12) <= 0.64
+
+
+def test_laplace_scale_is_rounded_up():
+    """λ = Δ1/ε never below the real quotient: float(1/3) is 1 ulp below 1/3 (issue #14 item 10)."""
+    from fractions import Fraction
+
+    from duckdp.privacy.calibration import laplace_scale
+
+    assert Fraction(1.0 / 3) < Fraction(1, 3)                     # the float quotient rounds down
+    for algo, sensitivity in (("weighted_laplace", 1), ("policy_laplace", 1), ("count_laplace", 100)):
+        scale = get(algo).plan(EpsDelta(3, 1e-5), 100, get(algo).check_params({}))[0].scale
+        assert Fraction(scale) * 3 >= sensitivity and Fraction(math.nextafter(scale, 0)) * 3 < sensitivity
+    gw = get("gw").plan(EpsDelta(3, 1e-5), 100, get("gw").check_params({"allow_unproven": True}))[0]
+    assert Fraction(gw.scale) >= Fraction(1, 3)
+    for eps in (0.1, 0.3, 0.7, 1.0, 2.0, 3.0, 5.0, 7.0, 1e-3, math.pi):
+        for sens in (1.0, 3.0, 100.0):
+            lam = laplace_scale(eps, sens)
+            assert Fraction(lam) * Fraction(eps) >= Fraction(sens)            # rounded up …
+            assert Fraction(math.nextafter(lam, 0)) * Fraction(eps) < Fraction(sens)  # … by at most 1 ulp
+    assert laplace_scale(1.0) == 1.0 and laplace_scale(0.5) == 2.0          # exact quotients stay exact

@@ -12,7 +12,6 @@ import duckdp
 from duckdp.count_release import count_sigma, gumbel_noise, gumbel_threshold, private_count_release
 from duckdp.privacy.budget import ZCDP
 from duckdp.rng import Randomness
-from duckdp.udfs import NoiseFunctions
 
 from conftest import leftovers, make_table, random_sets
 
@@ -32,25 +31,19 @@ def run(counts, rho, delta, seed, kbar=None, **params):
 
 # -- Gumbel noise ------------------------------------------------------------------------------------
 def test_gumbel_noise_fits_the_gumbel_cdf_and_rejects_a_wrong_scale():
-    draws = np.concatenate([gumbel_noise(Randomness(11), call, np.arange(4000)) for call in range(5)])
+    draws = np.concatenate([gumbel_noise(Randomness(11), 0, call, np.arange(4000)) for call in range(5)])
     assert stats.kstest(draws, stats.gumbel_r.cdf).pvalue > 1e-3
     for wrong in (0.7, 1.3):                           # power: a 30 % wrong scale must be rejected
         assert stats.kstest(draws, stats.gumbel_r(scale=wrong).cdf).pvalue < 1e-6
 
 
-def test_gumbel_noise_is_fresh_per_call_and_is_the_registered_udfs_noise(con):
+def test_gumbel_noise_is_fresh_per_call_and_is_the_prf_noise():
     rng = Randomness(5)
-    a, b = gumbel_noise(rng, 0, np.arange(3000)), gumbel_noise(rng, 1, np.arange(3000))
+    a, b = gumbel_noise(rng, 0, 0, np.arange(3000)), gumbel_noise(rng, 0, 1, np.arange(3000))
     assert abs(stats.pearsonr(a, b)[0]) < 4 / math.sqrt(3000)
     assert len(np.unique(a)) == a.size
-    counters = np.append(np.arange(3000, dtype=np.uint64), np.uint64(2**32 - 1)) | (np.uint64(1) << np.uint64(32))
-    noise = NoiseFunctions(con, rng, "t")
-    try:
-        udf = con.sql(f"SELECT {noise.name('gumbel')}(c) FROM (SELECT unnest($c)::UBIGINT AS c)",
-                      params={"c": counters.tolist()}).fetchnumpy()
-    finally:
-        noise.close()
-    assert np.array_equal(next(iter(udf.values())), b)
+    lo = np.append(np.arange(3000, dtype=np.uint64), np.uint64(2**64 - 1))
+    assert np.array_equal(rng.noise("gumbel", 0, np.ones(3001, np.uint64), lo), b)
 
 
 # -- golden values -----------------------------------------------------------------------------------
@@ -153,10 +146,11 @@ def test_relative_error_within_target_for_ninety_percent():
     assert within.mean() >= 0.9
 
 
-def test_noisy_counts_are_count_plus_gaussian():
+def test_noisy_counts_are_integer_count_plus_gaussian():
     counts = zipf_counts(3000, top=1e6)
     res = run(counts, 1.0, 1e-6, 9)
-    z = (res.noisy_counts - counts[res.positions]) / res.sigmas
+    assert res.noisy_counts.dtype == np.int64                     # exact integers (discrete Gaussian)
+    z = (res.noisy_counts - counts[res.positions]) / res.sigmas   # σ in the thousands: N_Z ≈ N
     assert stats.kstest(z, stats.norm.cdf).pvalue > 1e-3
 
 

@@ -102,13 +102,21 @@ def test_zcdp_plan_golden():
     assert [rp.threshold for rp in plan] == pytest.approx([45.70995, 25.540634, 14.255382], abs=1e-5)
 
 
-def test_epsdelta_rounds_are_basic_rounds():
+def test_epsdelta_rounds_compose_exactly():
+    """(ε, δ): σ_i⁻² = share_i·μ² with μ-GDP calibrated to (ε, δ/2), T_i at δ_i = share_i·δ/2 (Dong, Roth &
+    Su 2022 Cor. 3.3; privacy/composition.py); golden values at ε = 1, δ = 1e-5, Δ0 = 100, I = 3, r = 1/3."""
     plan = MECH.plan(EpsDelta(1.0, 1e-5), 100, DEFAULT)
+    mu = 1 / analytic_gaussian_sigma(1.0, 0.5e-5)
+    assert mu == pytest.approx(0.25745719589, abs=1e-11)
     for rp, share in zip(plan, [1 / 13, 3 / 13, 9 / 13]):
-        eps, delta = rp.budget.epsilon, rp.budget.delta
-        assert (eps, delta) == pytest.approx((share, share * 1e-5), rel=1e-14)
-        assert rp.scale == pytest.approx(analytic_gaussian_sigma(eps, delta / 2), rel=1e-12)
-        assert rp.threshold == pytest.approx(gaussian_threshold(rp.scale, delta / 2, 100), rel=1e-12)
+        assert (rp.budget.epsilon, rp.budget.delta) == pytest.approx((share, share * 1e-5), rel=1e-14)
+        assert rp.scale == pytest.approx(1 / (mu * math.sqrt(share)), rel=1e-11)
+        assert rp.novel_delta == pytest.approx(share * 0.5e-5, rel=1e-14)
+        assert rp.threshold == pytest.approx(gaussian_threshold(rp.scale, share * 0.5e-5, 100), rel=1e-12)
+    assert [rp.scale for rp in plan] == pytest.approx([14.0044688, 8.0854839, 4.6681563], abs=1e-7)
+    assert [rp.threshold for rp in plan] == pytest.approx([80.976727, 45.275158, 25.276094], abs=1e-6)
+    assert math.fsum(rp.novel_delta for rp in plan) == 0.5e-5
+    assert math.sqrt(sum(1 / rp.scale ** 2 for rp in plan)) <= mu
 
 
 @pytest.mark.parametrize("budget", [ZCDP(0.1, 1e-5), EpsDelta(1.0, 1e-5), EpsDelta(0.3, 7e-7), ZCDP(2.7, 0.013)])

@@ -221,7 +221,7 @@ def test_cli_noise_hook_is_fresh_standard_normal():
 # --- MAD weights against a numpy reference ------------------------------------------------------
 
 def _mad_reference(sets: dict, tau: float, min_degree: int, max_degree: int) -> dict:
-    """Unbiased MAD stages 1–4 (specs/mad-mad2r.md §5) for sets already within Δ0."""
+    """Unbiased MAD stages 1–4 (docs/specs/mad-mad2r.md §5) for sets already within Δ0."""
     f = 1 / math.sqrt(max_degree) - 1 / (2 * max_degree)
     adaptive = {u: min_degree <= len(s) <= max_degree for u, s in sets.items()}
     init: dict = {}
@@ -290,7 +290,8 @@ def test_cli_reproducible_under_setseed_and_quoted_names():
 
 @needs_cli
 @pytest.mark.parametrize("args,message", [
-    ("'t', 'user_id', 'nope', epsilon := 1, delta := 1e-5", "empty set of columns"),
+    ("'t', 'user_id', 'nope', epsilon := 1, delta := 1e-5", 'Could not find key "nope"'),
+    ("'t', 'nobody', 'item', epsilon := 1, delta := 1e-5", 'Could not find key "nobody"'),
     ("'missing', 'user_id', 'item', epsilon := 1, delta := 1e-5", "missing"),
     ("'t', 'user_id', 'item', epsilon := 1, rho := 1, delta := 1e-5", "exactly one of epsilon"),
     ("'t', 'user_id', 'item', epsilon := 1", "delta := is required"),
@@ -303,6 +304,18 @@ def test_cli_bad_input_errors(args, message):
     with pytest.raises(RuntimeError, match=re.escape(message)):
         run_cli(f"{_table_sql()}\nCREATE TEMP TABLE n AS SELECT 'u' AS user_id, NULL AS item;\n"
                 f"SELECT * FROM duckdp_weighted_gaussian({args});")
+
+
+@pytest.mark.parametrize("macro", ["weighted_gaussian", "count_gaussian", "dpsips", "mad"])
+def test_unknown_column_is_named(mcon, macro):
+    """An unknown user or item column fails naming it (not DuckDB's "empty set of columns"); issue #14 item 8."""
+    mcon.execute("CREATE TABLE cols AS SELECT range % 9 AS user_id, 'k' || (range % 4) AS item FROM range(90)")
+    for user, item, missing in (("user_id", "nope", "nope"), ("nobody", "item", "nobody"), ("USER_ID", "itm", "itm")):
+        with pytest.raises(duckdb.BinderException, match=f'Could not find key "{missing}"') as info:
+            mcon.sql(f"SELECT * FROM duckdp_{macro}('cols', '{user}', '{item}', rho := 0.5, delta := 1e-5)").fetchall()
+        assert "empty set" not in str(info.value)
+    assert mcon.sql(f"SELECT count(*) FROM duckdp_{macro}('cols', 'User_Id', 'ITEM', rho := 0.5, delta := 1e-5)"
+                    ).fetchall()[0][0] >= 0
 
 
 @needs_cli

@@ -1,4 +1,4 @@
-"""MAD / MAD2R (specs/mad-mad2r.md): SQL weights vs the numpy reference, sensitivity, dominance,
+"""MAD / MAD2R (docs/specs/mad-mad2r.md): SQL weights vs the numpy reference, sensitivity, dominance,
 budget composition, novel-item audit and released counts vs the reference's distribution."""
 import math
 
@@ -13,6 +13,8 @@ from duckdp.mechanisms import get
 from duckdp.mechanisms.base import RoundPlan
 from duckdp.mechanisms.mad import unbiased_vectors
 from duckdp.privacy.budget import EpsDelta, ZCDP
+from duckdp.privacy.calibration import gaussian_threshold
+from duckdp.privacy.composition import gaussian_rounds
 from duckdp.privacy.mad import adaptive_threshold, max_reroute_fraction, reroute_fraction
 from duckdp.release import Spent
 from duckdp.rng import Randomness
@@ -317,9 +319,13 @@ def test_mad2r_budget_composes_exactly(budget, split):
         assert (spent.rho, spent.zcdp_delta) == (budget.rho, budget.delta)
         assert b1.rho == pytest.approx(split * budget.rho, rel=1e-15)
     assert b1.delta == pytest.approx(split * budget.delta, rel=1e-15)
-    # round 2: σ, T of its own budget with ρ(k) = β_max/√k (Lemma 5.4), τ2 = T2 + bσ2
-    wg = get("weighted_gaussian").plan(b2, 100, {})[0]
-    assert plans[1].scale == wg.scale and plans[1].threshold > wg.threshold
+    # σ_j from the exact composition with shares α, 1 − α (privacy/composition.py; zCDP: σ_j = 1/√(2ρ_j));
+    # round 2's T with ρ(k) = β_max/√k (Lemma 5.4) exceeds the 1/√k threshold at its δ_2; τ2 = T2 + bσ2
+    composed = gaussian_rounds(budget, [split, 1 - split])
+    assert [p.scale for p in plans] == composed.sigmas
+    assert [p.novel_delta for p in plans] == composed.novel_deltas
+    assert plans[1].threshold > gaussian_threshold(plans[1].scale, composed.novel_deltas[1], 100)
+    assert plans[0].threshold == gaussian_threshold(plans[0].scale, composed.novel_deltas[0], 100)
     assert plans[1].extra.tau == pytest.approx(plans[1].threshold + 3 * plans[1].scale, rel=1e-15)
     assert plans[1].extra.upper == 3 * plans[0].scale
 

@@ -50,3 +50,44 @@ def test_notebook_runs(path, synthetic_only, monkeypatch, tmp_path):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     assert elapsed < LIMIT_SECONDS, f"{path.name} took {elapsed:.0f} s"
+
+
+def _bar_chart_cell() -> str:
+    nb = nbformat.read(ROOT / "notebooks" / "02_choosing_a_mechanism.ipynb", as_version=4)
+    (source,) = [c.source for c in nb.cells if c.cell_type == "code" and "ax.bar(" in c.source]
+    return source
+
+
+def test_notebook_02_hatches_the_unproven_bars():
+    """The chart's title says baselines are hatched: the unproven bars must show dark hatch lines on
+    their grey face, the others must be plain (issue #14 item 11)."""
+    import matplotlib
+    import numpy as np
+    import pandas as pd
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = pd.DataFrame({"mechanism": ["gw", "mad2r", "policy_gaussian_l1", "weighted_gaussian"],
+                            "released": [900, 800, 700, 600], "baseline only": [True, False, True, False]})
+    scope = {"plt": plt, "summary": summary, "label": "test"}
+    exec(_bar_chart_cell(), scope)
+    fig, ax = scope["fig"], scope["ax"]
+    fig.canvas.draw()
+    image = np.asarray(fig.canvas.buffer_rgba())[..., :3].astype(int)
+    height = image.shape[0]
+    for bar, gated in zip(ax.patches[:4], summary["baseline only"], strict=True):
+        (x0, y0), (x1, y1) = ax.transData.transform([(bar.get_x(), 0), (bar.get_x() + bar.get_width(), 500)])
+        inside = image[height - int(y1) + 3:height - int(y0) - 3, int(x0) + 3:int(x1) - 3]
+        dark = (inside.sum(axis=2) < 200).mean()          # share of near-black pixels inside the bar
+        assert (dark > 0.02) == gated, (bar, dark)
+    plt.close(fig)
+
+
+def test_notebooks_extra_and_readme():
+    """`pip install '.[notebooks]'` brings what the notebooks import; the README says how to open them."""
+    tomllib = pytest.importorskip("tomllib")
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["notebooks"]
+    assert {e.split(">")[0].split("=")[0] for e in extra} >= {"jupyterlab", "matplotlib", "pandas"}
+    assert "pip install '.[notebooks]' && jupyter lab notebooks/" in (ROOT / "README.md").read_text()

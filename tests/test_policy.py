@@ -103,8 +103,8 @@ def test_l2_descent_contractive():
         assert gap <= np.linalg.norm(x - y) + 1e-12
 
 
-def _sequential(user_lists, n_items, gamma, update):
-    w = np.zeros(n_items)
+def _sequential(user_lists, n_items, gamma, update, start=None):
+    w = np.zeros(n_items) if start is None else start.copy()
     for user_items in user_lists:
         w[user_items] = update(w[user_items], gamma)
     return w
@@ -133,6 +133,100 @@ def test_gw_spill_over_creates_several_novel_keys():
     novel = (h1 > 0) & (h == 0)
     np.testing.assert_allclose(h1[novel], [0.25, 0.25, 0.25])
     assert np.abs(h1 - h).sum() == pytest.approx(1.0)
+
+
+def _cutoff(algo: str, budget, d0: int, **params) -> tuple:
+    """(T, scale, Γ) of `algo`'s plan."""
+    (plan,) = get(algo).plan(budget, d0, get(algo).check_params(_opt(algo) | params))
+    return plan.threshold, plan.scale, plan.extra.cutoff
+
+
+def _amplified_pair(d0: int, gamma: float, t: int, trim: int | None) -> float:
+    """ℓ2 distance of Alg. 8 histograms on a neighbour pair built from K = ⌊Δ0/t⌋ families.
+
+    Each family has t items at a small gap g below Γ (⌊Γ⌋ single-key users each, leaving
+    frac(Γ); optional `trim` users holding `trim` of those items lower every gap by 1/√trim) and
+    one fresh item; the family's amplifier user then holds the t items plus the fresh one. Its
+    water level λ satisfies t·g² + λ² = 1, so it fills the t items to Γ and raises the fresh one
+    by λ. The added user holds all K·t gap items (≤ Δ0) and lowers each gap by 1/√(Kt): then every
+    amplifier fills less and gives its fresh item a λ' > λ. The gap items end at Γ either way, so
+    the distance is √K·(λ' − λ): each amplifier turns the added user's small change into a larger
+    one (the Jacobian block of Prop. 5.1's proof that is taken as 0; see the test below).
+    """
+    fam = d0 // t
+    gaps = [list(range(k * t, (k + 1) * t)) for k in range(fam)]
+    flat = [i for g in gaps for i in g]
+    fresh = list(range(fam * t, fam * t + fam))
+    n = fam * t + fam
+    pad = (-len(flat)) % trim if trim else 0          # filler items so the trim users hold `trim` each
+    padded = flat + list(range(n, n + pad))
+    n += pad
+    start = np.zeros(n)
+    start[padded] = math.floor(gamma)                 # ⌊Γ⌋ single-key users per gap item: +1 each
+    assert _sequential([[0]] * math.floor(gamma), 1, gamma, l1_descent_l2)[0] == math.floor(gamma)
+    trims = [padded[s:s + trim] for s in range(0, len(padded), trim)] if trim else []
+    amplifiers = [g + [f] for g, f in zip(gaps, fresh, strict=True)]
+    h = _sequential(trims + amplifiers, n, gamma, l1_descent_l2, start)
+    h1 = _sequential(trims + [flat] + amplifiers, n, gamma, l1_descent_l2, start)
+    return float(np.linalg.norm(h1 - h))
+
+
+@pytest.mark.parametrize("d0, t, trim, low, high", [
+    (100, 3, None, 1.186, 1.187),     # gaps frac(Γ) = 0.488, 33 families of 3
+    (100, 9, 34, 1.477, 1.478),       # gaps 0.316 after trimming, 11 families of 9
+    (300, 12, 5, 1.702, 1.703),       # Γ = 13.72: gaps 0.273, 25 families of 12
+])
+def test_alg8_families_amplify_at_the_journals_parameters(d0, t, trim, low, high):
+    """policy_gaussian_l1 at the journal's own setting (ε = 3, δ = e⁻¹⁰, α = 5): neighbouring
+    histograms whose ℓ2 distance is well above the sensitivity 1 its σ is calibrated for."""
+    _, _, gamma = _cutoff("policy_gaussian_l1", EpsDelta(3, math.exp(-10)), d0, alpha=5.0)
+    assert low < _amplified_pair(d0, gamma, t, trim) < high
+
+
+def test_alg8_jacobian_block_the_proof_drops():
+    """For a user whose t items are filled (gaps G_f ≤ λ) and d − t are not, ∂λ/∂x_j = G_j/((d−t)λ):
+    the block (unfilled rows, filled columns) has spectral norm ‖G_f‖/(√(d−t)·λ) ≤ 1/(√(d−t)·λ),
+    not 0 as the journal's Prop. 5.1 proof assumes."""
+    gamma, gaps_f = 10.0, np.array([0.33, 0.32, 0.33, 0.31, 0.33, 0.3, 0.33, 0.32])
+    x = np.concatenate([gamma - gaps_f, [0.0]])
+    t, d = len(gaps_f), len(x)
+    lam = math.sqrt((1 - gaps_f @ gaps_f) / (d - t))
+    assert gaps_f.max() <= lam
+    step = 1e-7
+    block = np.array([(l1_descent_l2(x + step * np.eye(d)[j], gamma) - l1_descent_l2(x - step * np.eye(d)[j], gamma))
+                      [t:] / (2 * step) for j in range(t)]).T
+    expected = math.sqrt(gaps_f @ gaps_f) / (math.sqrt(d - t) * lam)
+    assert np.linalg.norm(block, 2) == pytest.approx(expected, rel=1e-6) and expected > 1
+
+
+def test_gw_spill_over_reaches_arbitrarily_many_novel_keys():
+    """GW at ε = 1, δ = 1e-5 with α chosen so Γ = 62 + 1/64: m = 64 later users each spill 1/64 onto a
+    key of their own that gets no weight without the added user. Each later user holds, in this
+    order, B_i (gap 1/64), C_i (gap 63/64) and N_i: without the added user B_i and C_i take the whole
+    budget; the added user holds B_0..B_63 and fills them, so each N_i gets 1/64. Releasing any of
+    the 64 novel keys then has probability 23.9·δ, where GW's threshold covers one novel key (≤ δ).
+    In a real input a user's keys are ranked by row count, so the order B, C, N takes 3, 2, 1 rows."""
+    m, delta = 64, 1e-5
+    budget = EpsDelta(1.0, delta)
+    threshold, scale, _ = _cutoff("gw", budget, 1)
+    target = (m - 2) + 1 / m
+    threshold, scale, gamma = _cutoff("gw", budget, 1, alpha=(target - threshold) / scale)
+    assert gamma == target                                  # exact in binary: every weight below is too
+    b, c, novel, helpers = (list(range(k * m, (k + 1) * m)) for k in range(4))
+    helpers = list(range(3 * m, 3 * m + m * (m - 2)))
+    n = 3 * m + m * (m - 2)
+    start = np.zeros(n)
+    start[b + helpers] = m - 2                              # m − 2 single-key users each: gap 1/m
+    # C_i gets 1 − 1/m from each of m − 2 users holding (helper, C_i): weight (m−2)(1 − 1/m), gap 1 − 1/m
+    spill = [[helpers[i * (m - 2) + j], c[i]] for i in range(m) for j in range(m - 2)]
+    later = [[b[i], c[i], novel[i]] for i in range(m)]
+    h = _sequential(spill + later, n, gamma, greedy_fill, start)
+    h1 = _sequential(spill + [b] + later, n, gamma, greedy_fill, start)
+    assert np.all(h[novel] == 0) and np.all(h1[novel] == 1 / m)
+    assert np.abs(h1 - h).sum() == 1.0                       # ℓ1 sensitivity holds; the threshold does not
+    p_any = -math.expm1(np.sum(np.log1p(-0.5 * np.exp(-(threshold - h1[novel]) / scale))))
+    assert p_any / delta == pytest.approx(23.91, abs=0.01)
+    assert p_any / delta == pytest.approx(m * math.exp(-(1 - 1 / m)), rel=1e-3)
 
 
 # -- the whole histogram, through DuckDB ---------------------------------------------------------
@@ -330,3 +424,12 @@ def test_unproven_mechanisms_need_explicit_opt_in(con, algo):
     with pytest.raises(InvalidParameter, match="does not take allow_unproven"):
         duckdp.select(con, "t", algo="policy_gaussian", epsilon=1.0, delta=1e-5, allow_unproven=True)
     assert leftovers(con) == []
+
+
+def test_gate_messages_state_the_pinned_findings(con):
+    """The refusal says what the constructions above show, not a weaker finding."""
+    make_table(con, "g", [0, 1], [0, 1])
+    for algo, findings in (("policy_gaussian_l1", ("1.48", "1.70", "Δ0 = 100")), ("gw", ("arbitrarily many", "23.9"))):
+        with pytest.raises(InvalidParameter) as info:
+            duckdp.select(con, "g", algo=algo, epsilon=3, delta=1e-5)
+        assert all(f in str(info.value) for f in findings), str(info.value)

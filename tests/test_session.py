@@ -1,67 +1,180 @@
-"""Session: composition, checks before data is read, no refunds, persisted and verified ledger."""
+"""Session: tight composition, checks before data is read, no refunds, exact charges, and a persisted
+ledger that is atomic across connections and detects tampering (issues #12 and #14)."""
+import json
 import math
+import threading
+from fractions import Fraction
 
 import duckdb
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from conftest import leftovers, make_table, random_sets
+from dp_accounting import GaussianDpEvent, LaplaceDpEvent
+from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import brentq
+from scipy.stats import norm
 
 import duckdp
-from duckdp import BudgetExceeded, DataError, InvalidParameter, LedgerError, SchemaError, Session
-from duckdp.privacy.conversions import approx_zcdp_epsilon, approx_zcdp_to_dp, zcdp_delta
+from duckdp import (
+    BudgetExceeded,
+    DataError,
+    InvalidParameter,
+    LedgerError,
+    SchemaError,
+    Session,
+)
+from duckdp.privacy.conversions import (
+    approx_zcdp_epsilon,
+    approx_zcdp_to_dp,
+    zcdp_delta,
+)
 from duckdp.release import Spent
 
-from conftest import leftovers, make_table, random_sets
-
-RUN = dict(max_contributions=5, seed=1)
+RUN = {"max_contributions": 5, "seed": 1}
 
 
 @pytest.fixture
 def t(con):
-    users, items = random_sets(400, 60, 5, 3)
+    users, items = random_sets(100, 30, 4, 3)
     make_table(con, "t", users, items)
     return con
 
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """ε of μ-GDP at δ from Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) = δ (Dong, Roth & Su 2022, Cor. 2.13)."""
+    return brentq(lambda e: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2) - delta, 0, 50,
+                  xtol=1e-13)
+
+
+# -- composition ----------------------------------------------------------------------------------
 
 def test_zcdp_composes_additively_and_ledger_has_one_row_per_release(t):
     s = Session(t, rho=0.5, delta=1e-5)
     a = s.select("t", algo="weighted_gaussian", rho=0.1, delta=2e-6, **RUN)
     b = s.select("t", algo="dpsips", rho=0.25, delta=3e-6, **RUN)
     c = s.count_release("t", rho=0.05, delta=1e-6, seed=1)
-    assert (s.spent.kind, s.spent.value, s.spent.delta) == ("rho", 0.4, 6e-6)   # exact decimal sums
+    assert (s.spent.kind, s.spent.value, s.spent.delta) == ("rho", 0.4, 6e-6)   # exact sums, rounded up
     assert s.remaining.value == pytest.approx(0.1) and s.remaining.delta == pytest.approx(4e-6)
     rows = s.ledger.to_pylist()
     assert [r["algo"] for r in rows] == ["weighted_gaussian", "dpsips", "pcr"]
     assert [r["released"] for r in rows] == [len(a), len(b), len(c)]
     assert [r["input"] for r in rows] == ["t"] * 3 and all(r["error"] is None for r in rows)
     assert [r["charge"] for r in rows] == [0.1, 0.25, 0.05]
+    assert [len(json.loads(r["events"])) for r in rows] == [1, 3, 1]
 
 
-def test_eps_session_basic_composition_and_zcdp_conversion(t):
-    s = Session(t, epsilon=2.0, delta=1e-4)
-    s.select("t", algo="weighted_laplace", epsilon=0.5, delta=1e-5, **RUN)
-    z = s.select("t", algo="weighted_gaussian", rho=0.02, delta=1e-6, **RUN)
-    # δ-approx ρ-zCDP ⇒ (ε, 2δ − δ²)-DP, ε from DP-SIPS Cor. 9: the release's own `spent`
-    eps = approx_zcdp_epsilon(0.02, 1e-6, 1e-6 + (1 - 1e-6) * 1e-6)
-    assert z.spent.epsilon == eps and s.ledger.column("charge").to_pylist() == [0.5, eps]
-    assert s.spent.value == pytest.approx(0.5 + eps, rel=1e-15)
-    assert s.spent.delta == pytest.approx(1e-5 + z.spent.delta, rel=1e-15)
-
-
-def test_exactly_the_budget_can_be_spent_then_refused(t):
-    s = Session(t, epsilon=0.3, delta=1e-5)
-    s.select("t", algo="weighted_gaussian", epsilon=0.1, delta=1e-6, **RUN)
-    s.select("t", algo="weighted_gaussian", epsilon=0.2, delta=1e-6, **RUN)    # 0.1 + 0.2 > 0.3 in binary
-    assert s.remaining.value == 0.0
+def test_all_gaussian_sequence_is_exactly_gdp_and_admits_what_basic_composition_refuses(t):
+    """ε = 1, δ = 1e-5: releases at (0.5, 2e-6) each. Basic composition stops after 2; Gaussian DP
+    (μ = √Σ μ_i², Dong–Roth–Su Cor. 3.3) admits more, and `spent` is the GDP closed form."""
     s = Session(t, epsilon=1.0, delta=1e-5)
-    for _ in range(10):
-        s.select("t", algo="weighted_gaussian", epsilon=0.1, delta=1e-6, **RUN)
-    assert s.remaining.value == 0.0
-    with pytest.raises(BudgetExceeded) as err:
-        s.select("t", algo="weighted_gaussian", epsilon=1e-9, delta=1e-12, **RUN)
-    text = str(err.value)
-    assert "Requested : ε=1e-09, δ=1e-12" in text and "Remaining : ε=0, δ=" in text and "Difference: ε=1e-09" in text
-    assert len(s.ledger) == 10
+    releases = []
+    with pytest.raises(BudgetExceeded, match="Composed  : all .* releases need ε=1.0"):
+        for _ in range(10):
+            releases.append(s.select("t", algo="weighted_gaussian", epsilon=0.5, delta=2e-6, **RUN))
+    assert len(releases) >= 3                                    # basic composition: 2
+    mus = [r.sensitivity / r.sigma for rel in releases for r in rel.rounds]
+    novel = [r.novel_delta for rel in releases for r in rel.rounds]
+    assert novel == [1e-6] * len(releases)                       # δ/2 of each (ε, δ) Gaussian round
+    mu = math.sqrt(sum(m * m for m in mus))
+    expected = gdp_epsilon(mu, 1e-5 - sum(novel))
+    assert s.spent.value == pytest.approx(expected, rel=1e-9) and s.spent.value >= expected * (1 - 1e-12)
+    assert s.spent.delta == pytest.approx(sum(novel), rel=1e-15) and s.spent.value <= 1.0
+    # the refused next release would need more than ε = 1 by the same closed form
+    assert gdp_epsilon(math.sqrt(mu ** 2 + mus[0] ** 2), 1e-5 - sum(novel) - 1e-6) > 1.0
+    assert len(s.ledger) == len(releases)
 
+
+def test_mixed_sequence_matches_dp_accounting_and_beats_basic_composition(t):
+    s = Session(t, epsilon=2.0, delta=1e-5)
+    rels = [s.select("t", algo="weighted_laplace", epsilon=0.3, delta=1e-6, **RUN),
+            s.select("t", algo="weighted_gaussian", epsilon=0.4, delta=1e-6, **RUN),
+            s.select("t", algo="dpsips", rho=0.01, delta=1e-6, **RUN),
+            s.select("t", algo="count_laplace", epsilon=0.2, delta=1e-6, **RUN)]
+    rounds = [r for rel in rels for r in rel.rounds]
+    acc = PLDAccountant()                                        # independent: one event per round
+    for r in rounds:
+        acc.compose((GaussianDpEvent if r.noise == "gaussian" else LaplaceDpEvent)(r.sigma / r.sensitivity))
+    novel = 1e-6 / 2 + 1e-6 + 3 * (1e-6 / 3) + 1e-6             # Laplace δ, Gaussian δ/2, zCDP δ_i
+    assert s.spent.delta == pytest.approx(novel, rel=1e-12)
+    expected = acc.get_epsilon(1e-5 - s.spent.delta)
+    assert s.spent.value == pytest.approx(expected, abs=2e-3)
+    basic = 0.3 + 0.4 + rels[2].spent.epsilon + 0.2
+    assert s.spent.value < basic - 0.3
+
+
+@pytest.mark.parametrize("algo", ["weighted_gaussian", "weighted_laplace", "dpsips", "count_laplace",
+                                  "truncated_geometric"])
+def test_a_release_at_the_whole_session_budget_fits(t, algo):
+    s = Session(t, epsilon=1.0, delta=1e-5)
+    s.select("t", algo=algo, epsilon=1.0, delta=1e-5, max_contributions=2, seed=1)
+    assert 0 < s.spent.value <= 1.0 and s.spent.delta <= 1e-5
+    with pytest.raises(BudgetExceeded):
+        s.select("t", algo=algo, epsilon=0.01, delta=1e-9, max_contributions=2, seed=1)
+
+
+def test_events_of_releases_and_plans(t):
+    from duckdp.privacy.accounting import Event, events_of
+
+    wg = duckdp.select(t, "t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
+    (e,) = events_of(wg)
+    assert (e.kind, e.delta) == ("gaussian", 1e-6) and Fraction(e.value) >= 1 / Fraction(wg.rounds[0].sigma)
+    assert e.value == pytest.approx(1 / wg.rounds[0].sigma, rel=1e-15)
+    cg = duckdp.select(t, "t", algo="count_gaussian", epsilon=1.0, delta=1e-6, max_contributions=4, seed=1)
+    (e,) = events_of(cg)
+    assert e.value == pytest.approx(2 / cg.rounds[0].sigma, rel=1e-15) and e.delta == 5e-7     # √Δ0 / σ
+    tg = duckdp.select(t, "t", algo="truncated_geometric", epsilon=1.0, delta=1e-6, max_contributions=2, seed=1)
+    assert events_of(tg) == [Event("dp", 1.0, 1e-6)]
+    cr = duckdp.count_release(t, "t", rho=0.05, delta=1e-6, seed=1)
+    (e,) = events_of(cr)
+    assert (e.kind, e.value, e.delta) == ("dp", cr.spent.epsilon, cr.spent.delta)    # filter's (ρ, δ), Cor. 9
+
+
+def test_count_release_in_an_eps_session_is_a_generic_event(t):
+    s = Session(t, epsilon=1.0, delta=1e-5)
+    cr = s.count_release("t", rho=0.01, delta=1e-6, seed=1)
+    assert json.loads(s.ledger.column("events")[0].as_py()) == [
+        {"type": "dp", "epsilon": cr.spent.epsilon, "delta": cr.spent.delta}]
+    assert s.spent.value <= cr.spent.epsilon * (1 + 1e-3) and s.spent.delta == cr.spent.delta
+
+
+def test_exact_charges_never_decimal(t):
+    """0.1 + 0.2 exceeds 0.3 by 2.8e-17 in the floats actually used: the second release is refused."""
+    s = Session(t, rho=0.3, delta=1e-5)
+    s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
+    with pytest.raises(BudgetExceeded, match="Requested : ρ=0.2"):
+        s.select("t", algo="weighted_gaussian", rho=0.2, delta=1e-6, **RUN)
+    assert s.remaining.value == pytest.approx(0.2) and s.remaining.value <= 0.3 - 0.1
+    s = Session(t, rho=1.0, delta=1e-5)
+    for _ in range(9):
+        s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
+    assert Fraction(s.spent.value) >= 9 * Fraction(0.1)        # rounded up, never below what was used
+    with pytest.raises(BudgetExceeded) as err:                   # ten 0.1's are 1 + 5.6e-17 > 1
+        s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
+    assert "Difference: ρ=" in str(err.value)
+    s.select("t", algo="weighted_gaussian", rho=0.0999999999999999, delta=1e-6, **RUN)
+    assert len(s.ledger) == 10
+    with pytest.raises(BudgetExceeded, match="Requested : ρ=1e-09, δ=1e-12"):
+        s.select("t", algo="weighted_gaussian", rho=1e-9, delta=1e-12, **RUN)
+
+
+def test_persisted_events_reload(tmp_path):
+    path = str(tmp_path / "db.duckdb")
+    with duckdb.connect(path) as con:
+        users, items = random_sets(300, 40, 5, 1)
+        make_table(con, "t", users, items)
+        s = Session(con, epsilon=1.0, delta=1e-5, ledger_table="L")
+        s.select("t", algo="weighted_laplace", epsilon=0.2, delta=1e-6, **RUN)
+        s.select("t", algo="dpsips", epsilon=0.3, delta=1e-6, **RUN)
+        events, spent = s.events, s.spent
+    with duckdb.connect(path) as con:
+        s = Session(con, epsilon=1.0, delta=1e-5, ledger_table="L")
+        assert s.events == events and s.spent == spent and [e.kind for e in events] == ["laplace"] + ["gaussian"] * 3
+        with pytest.raises(LedgerError, match="different total budget"):
+            Session(con, epsilon=2.0, delta=1e-5, ledger_table="L")
+
+
+# -- checks before data, no refunds, parameters ---------------------------------------------------
 
 def test_budget_is_checked_before_any_data_is_read(t):
     """The view raises as soon as a row is read; an over-budget call must not get that far."""
@@ -88,7 +201,7 @@ def test_no_refund_after_data_is_touched_but_nothing_charged_before(t):
         s.select("t", algo="weighted_gaussian", epsilon=0.3, delta=1e-6, max_contributions=0)
     (row,) = s.ledger.to_pylist()
     assert row["charge"] == 0.3 and row["error"].startswith("DataError")
-    assert s.spent.value == 0.3
+    assert 0 < s.spent.value < 0.3 and s.spent.delta == 5e-7        # one Gaussian round, exactly accounted
 
 
 def test_zcdp_session_refuses_eps_releases(t):
@@ -100,16 +213,22 @@ def test_zcdp_session_refuses_eps_releases(t):
     assert len(s.ledger) == 0
 
 
-@pytest.mark.parametrize("kwargs", [dict(), dict(epsilon=1), dict(epsilon=1, rho=1, delta=1e-5),
-                                    dict(rho=-1, delta=1e-5), dict(epsilon=1, delta=2),
-                                    dict(epsilon=1, delta=1e-5, ledger_table=""),
-                                    dict(epsilon=1, delta=1e-5, ledger_table=("a", "b", "c", "d"))])
+@pytest.mark.parametrize("kwargs", [{}, {"epsilon": 1}, {"epsilon": 1, "rho": 1, "delta": 1e-5},
+                                    {"rho": -1, "delta": 1e-5}, {"epsilon": 1, "delta": 2},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": ""},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": ("a", "b", "c", "d")},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "key": "secret"},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "key": b"short"},
+                                    {"epsilon": 1, "delta": 1e-5, "anchor": "a.json"},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "anchor": 3}])
 def test_bad_session_parameters(con, kwargs):
     with pytest.raises(InvalidParameter):
         Session(con, **kwargs)
     with pytest.raises(InvalidParameter, match="duckdb connection"):
         Session("db", epsilon=1, delta=1e-5)
 
+
+# -- persisted ledger: restart, atomicity, tampering ----------------------------------------------
 
 def test_ledger_survives_restart(tmp_path):
     path = str(tmp_path / "db.duckdb")
@@ -123,42 +242,182 @@ def test_ledger_survives_restart(tmp_path):
         assert s.spent.value == 0.2 and len(s.ledger) == 1
         with pytest.raises(BudgetExceeded):
             s.select("t", algo="weighted_gaussian", rho=0.2, delta=1e-6, **RUN)
-        s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
+        s.select("t", algo="weighted_gaussian", rho=0.0625, delta=1e-6, **RUN)
         other = Session(con, rho=0.3, delta=1e-5, ledger_table='my "ledger"; --')   # a second handle sees it
-        assert other.remaining.value == pytest.approx(0.0, abs=1e-15)
-    with duckdb.connect(path, read_only=True) as con:
-        with pytest.raises(LedgerError, match="cannot open ledger table"):
-            Session(con, rho=0.3, delta=1e-5, ledger_table='my "ledger"; --')
+        assert other.remaining.value == pytest.approx(0.0375)
+    with duckdb.connect(path, read_only=True) as con, pytest.raises(LedgerError, match="cannot open ledger table"):
+        Session(con, rho=0.3, delta=1e-5, ledger_table='my "ledger"; --')
 
 
+def _race(sessions, table="t") -> list[bool]:
+    """Both sessions spend ρ = 0.6 of 1.0 at the same moment; which succeeded."""
+    barrier, ok = threading.Barrier(len(sessions)), [False] * len(sessions)
+
+    def spend(i):
+        barrier.wait()
+        try:
+            sessions[i].select(table, algo="weighted_gaussian", rho=0.6, delta=1e-6, **RUN)
+            ok[i] = True
+        except BudgetExceeded:
+            pass
+
+    threads = [threading.Thread(target=spend, args=(i,)) for i in range(len(sessions))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return ok
+
+
+@pytest.mark.parametrize("mode", ["two connections to one file", "two cursors of one connection"])
+def test_check_and_charge_is_atomic_across_sessions(tmp_path, mode):
+    """Issue #14.1: two Sessions on one ledger spending 0.6 each of 1.0 concurrently: exactly one wins."""
+    path = str(tmp_path / "db.duckdb")
+    with duckdb.connect(path) as setup:
+        users, items = random_sets(200, 30, 4, 2)
+        make_table(setup, "t", users, items)
+    for trial in range(10):
+        first = duckdb.connect(path)
+        second = duckdb.connect(path) if mode.startswith("two connections") else first.cursor()
+        cons = [first.cursor(), second] if mode.startswith("two cursors") else [first, second]
+        name = f"L{trial}"
+        sessions = [Session(c, rho=1.0, delta=1e-5, ledger_table=name) for c in cons]
+        assert sorted(_race(sessions)) == [False, True], f"trial {trial}"
+        rows = Session(first, rho=1.0, delta=1e-5, ledger_table=name).ledger.to_pylist()
+        assert [r["seq"] for r in rows] == [0] and rows[0]["charge"] == 0.6
+        for c in {id(c): c for c in cons + [second, first]}.values():
+            c.close()
+
+
+def test_concurrent_charges_under_budget_all_land_in_order(t):
+    """Eight sessions on one ledger each spend 0.1 of 1.0 at once: all succeed, seq 0..7, chain intact."""
+    sessions = [Session(t.cursor(), rho=1.0, delta=1e-5, ledger_table="L") for _ in range(8)]
+    barrier = threading.Barrier(8)
+
+    def spend(s):
+        barrier.wait()
+        s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
+
+    threads = [threading.Thread(target=spend, args=(s,)) for s in sessions]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    s = Session(t, rho=1.0, delta=1e-5, ledger_table="L")
+    assert [r["seq"] for r in s.ledger.to_pylist()] == list(range(8))
+    assert s.spent.value == pytest.approx(0.8)
+
+
+def _two_charges(con, **kw) -> Session:
+    s = Session(con, rho=1.0, delta=1e-5, ledger_table="L", **kw)
+    s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
+    s.select("t", algo="weighted_gaussian", rho=0.2, delta=1e-6, **RUN)
+    return s
+
+
+HEAD = '"L__duckdp_head"'
 TAMPER = [
-    ("UPDATE L SET charge = -0.1 WHERE seq = 1", "invalid charge"),
-    ("UPDATE L SET charge = 0.01 WHERE seq = 1", "running total"),
-    ("UPDATE L SET charge = 0.01, spent = 0.11 WHERE seq = 1", "altered"),   # consistent sums, caught by the chain
+    ("UPDATE L SET charge = -0.1 WHERE seq = 1", "altered"),
+    ("UPDATE L SET charge = 0.01, spent = 0.11 WHERE seq = 1", "altered"),
     ("UPDATE L SET algo = 'nothing' WHERE seq = 0", "altered"),
     ("UPDATE L SET input = 'other' WHERE seq = 1", "altered"),
+    ("UPDATE L SET events = '[]' WHERE seq = 1", "altered"),
+    ("UPDATE L SET budget = 5.0", "altered"),
     ("DELETE FROM L WHERE seq = 0", "sequence numbers"),
-    ("UPDATE L SET budget = 5.0", "different total budget"),
+    ("DELETE FROM L WHERE seq = 1", "rows were deleted"),               # issue #14.2: from the end
+    ("DELETE FROM L", "rows were deleted"),                             # issue #14.2: the whole table
+    ("INSERT INTO L SELECT * FROM L WHERE seq = 1", "sequence numbers"),
     ("UPDATE L SET released = -3 WHERE seq = 0", "negative released"),
-    ("UPDATE L SET charge_delta = 'nan' WHERE seq = 0", "invalid charge_delta"),
     ("ALTER TABLE L ADD COLUMN note VARCHAR", "not a duckdp ledger"),
+    (f"INSERT INTO {HEAD} SELECT * FROM {HEAD}", "has 2 rows"),
+    (f"DELETE FROM {HEAD}", "has 0 rows"),
+    (f"UPDATE {HEAD} SET count = 1", "rows were deleted"),
 ]
 
 
 @pytest.mark.parametrize("statement, message", TAMPER)
 def test_tampered_ledger_is_refused(t, statement, message):
-    s = Session(t, epsilon=1.0, delta=1e-5, ledger_table="L")
-    s.select("t", algo="weighted_gaussian", epsilon=0.1, delta=1e-6, **RUN)
-    s.select("t", algo="weighted_gaussian", epsilon=0.2, delta=1e-6, **RUN)
+    s = _two_charges(t)
     t.execute(statement)
     with pytest.raises(LedgerError, match=message):
-        Session(t, epsilon=1.0, delta=1e-5, ledger_table="L")
+        Session(t, rho=1.0, delta=1e-5, ledger_table="L")
     with pytest.raises(LedgerError):               # an open session re-verifies before charging
-        s.select("t", algo="weighted_gaussian", epsilon=0.1, delta=1e-6, **RUN)
+        s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
+    with pytest.raises(LedgerError):
+        _ = s.spent
+
+
+def test_dropped_ledger_table_is_refused(t):
+    s = _two_charges(t)
+    t.execute("DROP TABLE L")
+    with pytest.raises(LedgerError, match="missing"):
+        Session(t, rho=1.0, delta=1e-5, ledger_table="L")
+    with pytest.raises(LedgerError, match="dropped"):
+        s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
+
+
+def _truncate_and_fix_head(con):
+    """Delete the last row and rewrite the head to match what is left (anyone can compute SHA-256)."""
+    (chain,), = con.execute("SELECT chain FROM L WHERE seq = 0").fetchall()
+    con.execute("DELETE FROM L WHERE seq = 1")
+    con.execute(f"UPDATE {HEAD} SET count = 1, chain = $c", {"c": chain})
+
+
+def test_key_detects_a_truncation_with_a_rewritten_head(t):
+    _two_charges(t)
+    _truncate_and_fix_head(t)                      # without a key this is the documented limit ...
+    assert Session(t, rho=1.0, delta=1e-5, ledger_table="L").spent.value == 0.1
+    t.execute("DROP TABLE L; DROP TABLE " + HEAD)
+    key = b"k" * 32
+    _two_charges(t, key=key)
+    _truncate_and_fix_head(t)                      # ... with the owner's key the head's MAC fails
+    with pytest.raises(LedgerError, match="MAC"):
+        Session(t, rho=1.0, delta=1e-5, ledger_table="L", key=key)
+    with pytest.raises(LedgerError, match="is keyed"):
+        Session(t, rho=1.0, delta=1e-5, ledger_table="L")
+    with pytest.raises(LedgerError, match="MAC"):
+        Session(t, rho=1.0, delta=1e-5, ledger_table="L", key=b"x" * 32)
+
+
+def test_keyed_rows_cannot_be_recomputed(t):
+    _two_charges(t, key=b"k" * 32)
+    t.execute("UPDATE L SET charge = 0.01 WHERE seq = 1")
+    with pytest.raises(LedgerError, match="altered"):
+        Session(t, rho=1.0, delta=1e-5, ledger_table="L", key=b"k" * 32)
+
+
+def test_anchor_detects_deleting_both_tables_and_truncation(t, tmp_path):
+    anchor = tmp_path / "ledger.anchor"
+    _two_charges(t, anchor=anchor)
+    assert json.loads(anchor.read_text())["count"] == 2
+    _truncate_and_fix_head(t)
+    with pytest.raises(LedgerError, match="does not extend the anchor"):
+        Session(t, rho=1.0, delta=1e-5, ledger_table="L", anchor=anchor)
+    t.execute("DROP TABLE L; DROP TABLE " + HEAD)
+    with pytest.raises(LedgerError, match="the ledger was deleted"):
+        Session(t, rho=1.0, delta=1e-5, ledger_table="L", anchor=anchor)
+    # without the anchor, both tables gone is a fresh ledger: the documented limit
+    assert Session(t, rho=1.0, delta=1e-5, ledger_table="L").spent.value == 0
+
+
+def test_forged_events_with_a_recomputed_chain_still_must_fit(t):
+    """Without a key anyone can recompute the chain; the events are re-composed against the budget."""
+    from duckdp.ledger import chain_of
+
+    s = Session(t, epsilon=1.0, delta=1e-5, ledger_table="L")
+    s.select("t", algo="weighted_gaussian", epsilon=0.5, delta=1e-6, **RUN)
+    (row,) = t.sql("SELECT * FROM L").to_arrow_table().to_pylist()
+    (ledger_id,), = t.execute(f"SELECT ledger_id FROM {HEAD}").fetchall()
+    row["events"] = '[{"type":"gaussian","mu":5.0,"delta":5e-07}]'
+    chain = chain_of(None, ledger_id, row)
+    t.execute("UPDATE L SET events = $e, chain = $c", {"e": row["events"], "c": chain})
+    t.execute(f"UPDATE {HEAD} SET chain = $c", {"c": chain})
+    with pytest.raises(LedgerError, match="exceed the budget"):
+        Session(t, epsilon=1.0, delta=1e-5, ledger_table="L")
 
 
 def test_existing_table_that_is_not_a_ledger(t):
-    with pytest.raises(LedgerError, match="not a duckdp ledger"):
+    with pytest.raises(LedgerError, match="missing"):
         Session(t, epsilon=1.0, delta=1e-5, ledger_table="t")
     assert t.sql("SELECT count(*) FROM t").fetchall()[0][0] > 0
 

@@ -10,9 +10,11 @@ from duckdp.templates import load, sql_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = sorted(p.stem for p in sql_dir().glob("*.sql") if p.stem != "macros")   # macros.sql: shell file
-# `stage_*` for shared stages, `<algo>_<stage>` otherwise; basic.sql is the noise + threshold stage.
-PREFIXES = ("stage_", "dpsips_", "mad_", "mad2r_", "policy_", "gw_", "pcr_", "evaluate_")
-SINGLES = {"basic", "truncated_geometric"}
+# `stage_*` for shared stages, `noise_*` for the noise + threshold stage (duckdp/noise_stage.py),
+# `<algo>_<stage>` otherwise.
+PREFIXES = ("stage_", "noise_", "dpsips_", "adaptive_sips_", "mad_", "mad2r_", "policy_", "gw_", "pcr_",
+            "evaluate_")
+SINGLES = {"truncated_geometric"}
 
 
 @pytest.mark.parametrize("name", TEMPLATES)
@@ -34,8 +36,7 @@ def test_every_template_is_used_and_every_reference_exists():
     code = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "duckdp").rglob("*.py"))
     used = set(re.findall(r'"([a-z0-9_]+)"', code))
     assert [n for n in TEMPLATES if n not in used] == []
-    # basic.sql (the noise stage, rewritten separately) still names its old weights template
-    sql_texts = [p.read_text(encoding="utf-8") for p in sql_dir().glob("*.sql") if p.stem != "basic"]
+    sql_texts = [p.read_text(encoding="utf-8") for p in sql_dir().glob("*.sql")]
     referenced = {m for t in sql_texts for m in re.findall(r"\b([a-z0-9_]+)\.sql\b", t)}
     # in Python, `x.sql` is also an attribute: count `sql/name.sql` and bracketed `[name.sql…]` references
     referenced |= set(re.findall(r"(?:sql/|\s\[)([a-z0-9_]+)\.sql\b", code))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..errors import InvalidParameter
+from .adaptive_sips import AdaptiveSIPS
 from .base import Mechanism
 from .basic import CountGaussian, CountLaplace, WeightedGaussian, WeightedLaplace
 from .dpsips import DPSIPS
@@ -11,7 +12,7 @@ from .truncated_geometric import TruncatedGeometric
 
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (
     WeightedGaussian(), WeightedLaplace(), CountGaussian(), CountLaplace(),
-    DPSIPS(),
+    DPSIPS(), AdaptiveSIPS(),
     Mad(), Mad2R(),
     PolicyLaplace(), PolicyGaussian(), PolicyGaussianL1(), GW(),
     TruncatedGeometric(),

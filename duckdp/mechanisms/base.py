@@ -30,6 +30,12 @@ class RoundPlan:
 
     `scale` is σ for Gaussian noise or λ for Laplace/Gumbel, in the units of `threshold`; `extra`
     is the mechanism's own typed plan fields (a dataclass, e.g. MAD's τ), or None.
+    `sensitivity` is the noised vector's sensitivity in those units (ℓ2 for Gaussian, ℓ1 for
+    Laplace), so a Gaussian round is (sensitivity/σ)-GDP on the keys it can release; `novel_delta`
+    is the δ the threshold spends on novel keys (None: the round's whole δ, the safe bound); `mu` is
+    μ_j = sensitivity/σ where the round belongs to Gaussian rounds composed exactly
+    (privacy/composition.gaussian_rounds; None otherwise), its `budget` then a share of the request.
+    Session accounting (privacy/accounting.py) composes rounds from these fields.
     """
 
     budget: Budget
@@ -37,6 +43,9 @@ class RoundPlan:
     scale: float
     threshold: float
     extra: Any = None
+    sensitivity: float = 1.0
+    novel_delta: float | None = None
+    mu: float | None = None
 
 
 @dataclass
@@ -50,6 +59,9 @@ class Round:
     threshold: float
     released: int
     extra: Any = None
+    sensitivity: float = 1.0
+    novel_delta: float | None = None
+    mu: float | None = None
 
     def extra_fields(self) -> dict:
         """`extra` as a plain dict (typed plan fields, or count release's per-level values)."""
@@ -59,7 +71,8 @@ class Round:
 
     @classmethod
     def from_plan(cls, index: int, plan: RoundPlan, released: int) -> "Round":
-        return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, copy.copy(plan.extra))
+        return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, copy.copy(plan.extra),
+                   plan.sensitivity, plan.novel_delta, plan.mu)
 
 
 class Mechanism(ABC):

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 
-from ..privacy.budget import EpsDelta
+from ..privacy.budget import EpsDelta, split_exact
 from ..privacy.calibration import (analytic_gaussian_sigma, constant_novelty, gaussian_threshold,
-                                   laplace_threshold, weighted_l1_novelty, weighted_l2_novelty, zcdp_sigma)
+                                   laplace_scale, laplace_threshold, weighted_l1_novelty, weighted_l2_novelty,
+                                   zcdp_sigma)
+from ..privacy.composition import gaussian_rounds
 from .base import Mechanism, Round, RoundPlan
 
 
@@ -29,14 +31,34 @@ def gaussian_round(budget, max_contributions: int, sensitivity: float = 1.0,
     else:
         sigma = zcdp_sigma(budget.rho, sensitivity)
         novel_delta = budget.delta
-    return RoundPlan(budget, "gaussian", sigma, gaussian_threshold(sigma, novel_delta, max_contributions, novelty))
+    return RoundPlan(budget, "gaussian", sigma, gaussian_threshold(sigma, novel_delta, max_contributions, novelty),
+                     sensitivity=float(sensitivity), novel_delta=novel_delta)
+
+
+def composed_gaussian_rounds(budget, shares: list[float], max_contributions: int, novelties=None,
+                             sensitivities=None) -> list[RoundPlan]:
+    """σ_j and T_j of Gaussian rounds composed exactly (privacy.composition.gaussian_rounds: jointly
+    μ-GDP, Dong, Roth & Su 2022 Cor. 3.3; zCDP: additive ρ_j), with T_j at the round's novel-key δ_j
+    and novel sensitivity `novelties[j]` (Gopi et al. Thm 5.1; DP-SIPS Alg. 2, Thm 13).
+
+    Each round's `budget` is its share of the request (Σ = the request exactly): what ledgers add
+    up, not a guarantee of the round alone; each plan records μ_j = Δ_j/σ_j and δ_j.
+    """
+    novelties = novelties or [weighted_l2_novelty] * len(shares)
+    sensitivities = sensitivities or [1.0] * len(shares)
+    composed = gaussian_rounds(budget, shares, sensitivities)
+    return [RoundPlan(part, "gaussian", sigma, gaussian_threshold(sigma, novel, max_contributions, novelty),
+                      sensitivity=float(d), novel_delta=novel, mu=d / sigma)
+            for part, sigma, novel, novelty, d in zip(split_exact(budget, shares), composed.sigmas,
+                                                     composed.novel_deltas, novelties, sensitivities, strict=True)]
 
 
 def laplace_round(budget: EpsDelta, max_contributions: int, sensitivity: float = 1.0,
                   novelty=weighted_l1_novelty) -> RoundPlan:
     """λ = Δ1/ε and T = max_t [ρ(t) + λ log(1/(2(1−(1−δ)^{1/t})))] (Gopi et al. Thm 4.1 / B.1 / A.1)."""
-    scale = sensitivity / budget.epsilon
-    return RoundPlan(budget, "laplace", scale, laplace_threshold(scale, budget.delta, max_contributions, novelty))
+    scale = laplace_scale(budget.epsilon, sensitivity)
+    return RoundPlan(budget, "laplace", scale, laplace_threshold(scale, budget.delta, max_contributions, novelty),
+                     sensitivity=float(sensitivity), novel_delta=budget.delta)
 
 
 def basic_weights(stages, max_contributions: int, exponent: float, pairs=None):
@@ -44,15 +66,6 @@ def basic_weights(stages, max_contributions: int, exponent: float, pairs=None):
     to Δ0 per user with a fresh salt: the pairs → truncate → weights stages every Basic round shares."""
     pairs = stages.pairs() if pairs is None else pairs
     return stages.weights(stages.truncate(stages.sized(pairs), max_contributions), exponent)
-
-
-def release_query(ctx, weights: tuple[str, dict], plan: RoundPlan, key_output: str) -> tuple[str, dict]:
-    """SQL of the keys whose weight plus fresh noise clears the round's threshold."""
-    weighted, params = weights
-    idents = {"weighted": weighted, "keys": ctx.key_aliases, "key_output": key_output,
-              "noise": ctx.noise.name(plan.noise)}
-    params = params | {"noise_salt": ctx.randomness.salt(), "scale": plan.scale, "threshold": plan.threshold}
-    return ctx.render("basic", idents, params)
 
 
 class _Basic(Mechanism):

@@ -8,9 +8,10 @@ rounds 0..i−1, re-truncated to Δ0, with the share r^{I−i−1}(1−r)/(1−r
 
 Privacy, zCDP: round i is δ_i-approximate ρ_i-zCDP (Thm 13); composition and post-processing
 (Lemma 6) give Σρ_i = ρ and Σδ_i = δ (Thm 14).
-Privacy, (ε, δ): round i gets (ε_i, δ_i) with the same shares and is calibrated like Basic (analytic
-Gaussian at (ε_i, δ_i/2), threshold at δ_i/2; Gopi et al. Thm 5.1); basic composition, which holds
-for adaptively chosen rounds (Dwork & Roth 2014, Thm 3.16 and App. B), gives (Σε_i, Σδ_i) = (ε, δ).
+Privacy, (ε, δ): the rounds' Gaussian noise is composed exactly (privacy/composition.py): round i
+has σ_i⁻² = share_i·μ² with μ calibrated to (ε, δ/2) by the analytic Gaussian, so the rounds are
+jointly μ-GDP (Dong, Roth & Su 2022, Cor. 3.3, adaptive), and round i's threshold uses
+δ_i = share_i·δ/2 for its novel keys (Gopi et al. Thm 5.1; union bound as in Thm 14).
 In both forms the float sum of the round budgets equals the request and never exceeds it.
 """
 from __future__ import annotations
@@ -22,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidParameter
-from ..privacy.budget import split_exact
 from .base import Mechanism, Param, Round, RoundPlan
-from .basic import basic_weights, gaussian_round
+from .basic import basic_weights, composed_gaussian_rounds
 
 
 def _check_iterations(value) -> int:
@@ -84,12 +84,11 @@ class DPSIPS(Mechanism):
         return (lambda n, k: 1.0 - np.prod([1.0 - f(n, k) for f in fns], axis=0)), []
 
     def plan(self, budget, max_contributions, params):
+        # Alg. 2 rounds (Thm 13; Gopi et al. Thm 5.1) with Alg. 3's geometric shares, composed exactly.
         shares = round_shares(params["iterations"], params["ratio"])
-        plans = []
-        for share, part in zip(shares, split_exact(budget, shares)):
-            rp = gaussian_round(part, max_contributions)   # Alg. 2 per round (Thm 13; Gopi et al. Thm 5.1)
+        plans = composed_gaussian_rounds(budget, shares, max_contributions)
+        for share, rp in zip(shares, plans, strict=True):
             rp.extra = SipsRound(share)
-            plans.append(rp)
         return plans
 
     def run(self, stages, plan, params):

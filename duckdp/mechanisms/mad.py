@@ -1,22 +1,25 @@
 """MAD and MAD2R: adaptive weighting that reroutes excess weight, in one or two rounds.
 
 Chen, Cohen-Addad, Epasto, Zadimoghaddam, "Scalable Private Partition Selection via Adaptive
-Weighting", ICML 2025, implemented from the reconstruction `specs/mad-mad2r.md` (section numbers
+Weighting", ICML 2025, implemented from the reconstruction `docs/specs/mad-mad2r.md` (section numbers
 below refer to it; the paper's own formulas were not recoverable).
 
 MAD (spec §5, paper Alg. 3): ℓ2 sensitivity 1 (Lemma 5.8) and novel sensitivity 1/√k (Lemma 5.4),
 so inside the weight-and-threshold meta-algorithm (§2, Alg. 1, Thm 3.3) it uses exactly Basic's σ
-and T (Corollary 5.2). MAD2R (spec §6, Alg. 4): round 1 is unbiased MAD at (αε, αδ); round 2 is
-biased MAD at ((1−α)ε, (1−α)δ) with novel sensitivity β_max/√k (Lemma 5.4) on the sets left after
-removing O1 and keys whose round-1 upper bound is below T2, with biases from round-1 lower bounds;
-each round is Thm 3.3, basic composition gives the total (Thm 5.1). zCDP budgets use the same
-structure with (αρ, αδ) / ((1−α)ρ, (1−α)δ) and the zCDP calibration of Basic.
+and T (Corollary 5.2). MAD2R (spec §6, Alg. 4): round 1 is unbiased MAD, round 2
+biased MAD with novel sensitivity β_max/√k (Lemma 5.4) on the sets left after removing O1 and keys
+whose round-1 upper bound is below T2, with biases from round-1 lower bounds; each round is Thm 3.3
+with ℓ2 sensitivity 1. The rounds get shares α and 1 − α of the budget composed exactly
+(privacy/composition.py, our improvement on the spec's basic composition, Thm 5.1): under (ε, δ)
+σ_1⁻² = α·μ², σ_2⁻² = (1−α)·μ² with μ calibrated to (ε, δ/2), jointly μ-GDP (Dong, Roth & Su 2022,
+Cor. 3.3, adaptive); thresholds at αδ/2 and (1−α)δ/2. zCDP: (αρ, αδ) and ((1−α)ρ, (1−α)δ).
 
 Stages (duckdp/stages; DuckDB SQL in brackets): the shared pairs → sized → truncate stages
 [stage_*.sql], stored user vectors [mad_vectors.sql; round 2: mad2r_remaining.sql, mad2r_vectors.sql,
-mad2r_biased.sql], MAD stages 1–4 [mad_weights.sql], noise and threshold [basic.sql], and MAD2R's
-screen between the rounds [mad2r_screen.sql: round-1 noisy weights and round-2 preprocessing,
-storing only the keys released, removed or biased].
+mad2r_biased.sql], MAD stages 1–4 [mad_weights.sql], the noise + threshold stage
+(duckdp/noise_stage.py), and MAD2R's screen between the rounds [mad2r_universe.sql, then
+`screen_round1` in numpy on the noise stage's output, mad2r_status.sql: round-1 noisy weights on the
+whole universe and round-2 preprocessing, storing only the keys released, removed or biased].
 """
 from __future__ import annotations
 
@@ -25,12 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
-from ..privacy.budget import split_exact
 from ..privacy.mad import (adaptive_threshold, biased_novelty, check_beta_max, check_beta_min, check_confidence,
                            check_degree, check_degrees, check_excess, check_split, reroute_fraction)
 from .base import Mechanism, Param, Round, RoundPlan
 from .guarantee import RoundGuarantee, basic_bound
-from .basic import gaussian_round
+from .basic import composed_gaussian_rounds, gaussian_round
 
 _SHARED = (
     Param("adaptive_excess", 3.0, "b in the adaptive threshold τ = T + b·σ (spec §5)", check_excess),
@@ -56,13 +58,12 @@ class MadRound:
     upper: float | None = None
 
 
-def _mad_round(budget, max_contributions: int, params: dict, beta_min: float = 1.0, beta_max: float = 1.0,
+def _mad_round(plan: RoundPlan, max_contributions: int, params: dict, beta_min: float = 1.0, beta_max: float = 1.0,
                requested_f=None) -> RoundPlan:
-    """One MAD round: Basic's σ, T with ρ(k) = β_max/√k (§2, Lemma 5.4), τ = T + bσ, f (§5)."""
+    """One MAD round on a Gaussian round's σ, T (T with ρ(k) = β_max/√k, §2, Lemma 5.4): τ = T + bσ, f (§5)."""
     # Default Δ_max = Δ0; when Δ0 < Δ_min no user can be adaptive and Δ_max only sets f (spec §5).
     max_degree = params["max_adaptive_degree"] or max(max_contributions, params["adaptive_min_degree"])
     check_degrees(params["adaptive_min_degree"], max_degree)
-    plan = gaussian_round(budget, max_contributions, novelty=biased_novelty(beta_max))
     plan.extra = MadRound(
         tau=adaptive_threshold(plan.threshold, plan.scale, params["adaptive_excess"], beta_max),
         reroute=reroute_fraction(requested_f, beta_min, beta_max, max_degree),
@@ -91,9 +92,24 @@ def unbiased_vectors(stages, pairs, max_contributions: int):
     return stages.mad_vectors(stages.truncate(pairs, max_contributions))
 
 
+def screen_round1(weights: np.ndarray, noisy: np.ndarray, plan1: RoundPlan, plan2: RoundPlan) -> dict:
+    """MAD2R's decisions from ŵ1 (spec §6), per key of the universe (weights NaN off the support).
+
+    O1 = support keys with ŵ1 ≥ T1; round 2 keeps keys (a) not in O1 and (b) with U_i = ŵ1 + c_U σ1
+    ≥ T2; (c) β_i = τ2/L_i where L_i = ŵ1 − c_L σ1 > τ2, else 1. Every decision is a function of ŵ1
+    alone, hence identical on neighbouring inputs; ŵ1 itself is never released.
+    """
+    released = ~np.isnan(weights) & (noisy >= plan1.threshold)
+    round2 = ~released & (noisy + plan2.extra.upper >= plan2.threshold)
+    low = noisy - plan2.extra.lower
+    tau2 = plan2.extra.tau
+    beta = np.where(low > tau2, tau2 / np.where(low > tau2, low, 1.0), 1.0)
+    return {"_dp_released": released, "_dp_round2": round2, "_dp_beta": beta}
+
+
 class Mad(Mechanism):
     name = "mad"
-    citation = "Chen, Cohen-Addad, Epasto, Zadimoghaddam, ICML 2025, Alg. 3, Cor. 5.2 (spec specs/mad-mad2r.md §5)"
+    citation = "Chen, Cohen-Addad, Epasto, Zadimoghaddam, ICML 2025, Alg. 3, Cor. 5.2 (spec docs/specs/mad-mad2r.md §5)"
     summary = ("Basic's noise and threshold; weight far above τ = T + bσ is truncated, returned to users "
                "and partly rerouted to their other keys.")
     params = _SHARED + (
@@ -106,7 +122,8 @@ class Mad(Mechanism):
         return _mad_guarantee(plan, params, bound=True)
 
     def plan(self, budget, max_contributions, params):
-        return [_mad_round(budget, max_contributions, params, requested_f=params["reroute_fraction"])]
+        plan = gaussian_round(budget, max_contributions)                      # ρ(k) = 1/√k (Lemma 5.4)
+        return [_mad_round(plan, max_contributions, params, requested_f=params["reroute_fraction"])]
 
     def run(self, stages, plan, params):
         (round_plan,) = plan
@@ -118,7 +135,7 @@ class Mad(Mechanism):
 
 class Mad2R(Mechanism):
     name = "mad2r"
-    citation = "Chen, Cohen-Addad, Epasto, Zadimoghaddam, ICML 2025, Alg. 4, Thm 5.1 (spec specs/mad-mad2r.md §6)"
+    citation = "Chen, Cohen-Addad, Epasto, Zadimoghaddam, ICML 2025, Alg. 4, Thm 5.1 (spec docs/specs/mad-mad2r.md §6)"
     summary = ("Unbiased MAD on a share α of the budget, then biased MAD on the rest after removing found "
                "keys and hopeless keys and down-weighting keys already far above the threshold.")
     params = _SHARED + (
@@ -141,9 +158,12 @@ class Mad2R(Mechanism):
                                        "round 1 usually releases most keys, near its reference numbers")]
 
     def plan(self, budget, max_contributions, params):
-        first, second = split_exact(budget, [params["split"], 1 - params["split"]])   # spec §6
-        plan1 = _mad_round(first, max_contributions, params)                   # unbiased MAD, ρ(k) = 1/√k
-        plan2 = _mad_round(second, max_contributions, params, params["beta_min"], params["beta_max"])
+        # Both rounds have ℓ2 sensitivity 1 (Lemma 5.8), composed exactly with shares α, 1 − α (spec §6).
+        alpha = params["split"]
+        rounds = composed_gaussian_rounds(budget, [alpha, 1 - alpha], max_contributions,
+                                          [biased_novelty(1.0), biased_novelty(params["beta_max"])])
+        plan1 = _mad_round(rounds[0], max_contributions, params)                # unbiased MAD, ρ(k) = 1/√k
+        plan2 = _mad_round(rounds[1], max_contributions, params, params["beta_min"], params["beta_max"])
         plan2.extra.lower, plan2.extra.upper = params["c_lower"] * plan1.scale, params["c_upper"] * plan1.scale
         return [plan1, plan2]
 

@@ -7,8 +7,9 @@ differentially private set union" (AAAI 2022), as described in DP-SIPS §3.2.2.
 Each user's update depends on every earlier user, so this cannot be one SQL query. DuckDB prepares
 the data (pairs, truncation, dense item ids, per-user lists in keyed-hash user order) and streams
 the lists in Arrow batches to a numpy loop over one weight array indexed by item id; the final
-histogram goes back to the engine for keyed noise and the threshold (the shared release stage), so
-seeded runs are reproducible and the noise is the same code as the Basic mechanisms'.
+histogram goes back to the engine for keyed noise and the threshold (the shared release stage; on
+DuckDB duckdp/noise_stage.py), so seeded runs are reproducible and the noise is the same code as the
+Basic mechanisms'.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from scipy.special import ndtr
 
 from ..errors import InvalidParameter
 from ..privacy.budget import EpsDelta
-from ..privacy.calibration import laplace_threshold, weighted_l1_novelty
+from ..privacy.calibration import laplace_scale, laplace_threshold, weighted_l1_novelty
 from .base import Mechanism, Param, Round, RoundPlan
 from .basic import gaussian_round, laplace_round
 from .guarantee import RoundGuarantee, basic_bound
@@ -165,15 +166,20 @@ class PolicyGaussianL1(PolicyGaussian):
     """As policy_gaussian with ℓ1-descent under an ℓ2 budget (journal Alg. 8).
 
     Caution: the calibration assumes ℓ2 sensitivity 1 from the journal's Prop. 5.1, whose proof
-    is incomplete; tests/test_policy.py pins a neighbour pair with ℓ2 sensitivity 1.055, so this
-    mechanism's (ε, δ) guarantee is not established.
+    sets to 0 a Jacobian block of spectral norm ‖G_f‖/(√(d−t)·λ). Families of users whose t keys
+    sit just under Γ amplify a neighbour's change: tests/test_policy.py pins neighbour pairs with
+    ℓ2 sensitivity 1.19 (1.48 with trimmed gaps) at the journal's own setting (ε = 3, δ = e⁻¹⁰,
+    Δ0 = 100, α = 5) and 1.70 at Δ0 = 300, so this mechanism's (ε, δ) guarantee does not hold as
+    calibrated.
     """
 
     name = "policy_gaussian_l1"
     citation = "Gopi et al., DPSU journal version, Alg. 5 with ℓ1-descent (Alg. 8), Thm 5.1; zCDP: DP-SIPS §5.2.2"
     summary = "Users in keyed-random order raise their keys below Γ evenly, by an ℓ2 budget of 1."
-    unproven = ("its ℓ2-sensitivity-1 claim (journal Prop. 5.1) fails on a known neighbour pair "
-                "(sensitivity 1.055), so σ calibrated for sensitivity 1 does not make it (ε, δ)-DP.")
+    unproven = ("its ℓ2-sensitivity-1 claim (journal Prop. 5.1) is false: at the journal's own setting "
+                "(ε = 3, δ = e^-10, Δ0 = 100, α = 5) neighbouring histograms are 1.48 apart in ℓ2 "
+                "(1.70 at Δ0 = 300), and the gap grows with Δ0, so σ calibrated for sensitivity 1 "
+                "does not make it (ε, δ)-DP.")
     params = (Param("alpha", 5.0, "cutoff Γ = threshold + α·σ (journal §6.2.3: 5)", _check_alpha),)
     update = staticmethod(l1_descent_l2)
 
@@ -189,15 +195,18 @@ class GW(_Sequential):
     t = 1, as in Carvalho et al. (and their code): since Γ > T > 1, a key at weight 0 takes all of
     the user's remaining budget, so the added user creates at most one novel key, with weight ≤ 1.
     Caution: later users' spill-over can also reach keys that no user filled without the added
-    user (tests/test_policy.py pins three such keys of weight 1/4); their weights sum to ≤ 1 by ℓ1
-    sensitivity, but the t = 1 bound does not cover several of them.
+    user, arbitrarily many: m later users can each spill 1/m onto a key of their own
+    (tests/test_policy.py pins m = 64). Their weights sum to ≤ 1 by ℓ1 sensitivity, but the t = 1
+    threshold does not cover several keys: at ε = 1, δ = 1e-5 the 64 keys are released with
+    probability 23.9·δ (≈ m·e^{−(1−1/m)}·δ, unbounded in m).
     """
 
     name = "gw"
     citation = "Carvalho, Wang, Gondara, AAAI 2022 (GW), as in DP-SIPS §3.2.2; threshold per journal Thm 4.1 at t = 1"
     summary = "Users in keyed-random order fill their most frequent keys up to Γ with an ℓ1 budget of 1."
     unproven = ("its published threshold covers one novel key, but later users' spill-over can give "
-                "weight to several keys nobody reached without the added user.")
+                "weight to arbitrarily many keys nobody reached without the added user: 64 keys of "
+                "weight 1/64 are released with probability 23.9·δ at ε = 1, δ = 1e-5.")
     params = (Param("alpha", 3.0, "cutoff Γ = threshold + α·λ", _check_alpha),)
     budgets = (EpsDelta,)
     counted = True
@@ -205,7 +214,7 @@ class GW(_Sequential):
     update = staticmethod(greedy_fill)
 
     def plan(self, budget, max_contributions, params):
-        scale = 1.0 / budget.epsilon
+        scale = laplace_scale(budget.epsilon)
         # T = max_{t ≤ 1} [1/t + λ log(1/(2(1−(1−δ)^{1/t})))] = 1 + λ log(1/(2δ)) (Thm 4.1 form, one novel key)
         threshold = laplace_threshold(scale, budget.delta, 1, weighted_l1_novelty)
         return [with_cutoff(RoundPlan(budget, "laplace", scale, threshold), params["alpha"])]

@@ -6,8 +6,9 @@ Theorem 1 gives the largest probability of keeping a key with n users that is (�
 n − 1 and n in both directions: π(0) = 0,
     π(n) = min(e^ε·π(n−1) + δ, 1 − e^{−ε}·(1 − π(n−1) − δ), 1).
 It equals thresholding n plus truncated two-sided geometric noise of parameter e^{−ε} (hence the
-name; `scale` reports 1/ε). Each key is kept by one fresh uniform draw below π(n), keyed by its
-salted hash (sql/truncated_geometric.sql), so keep decisions are independent across keys.
+name; `scale` reports 1/ε). Each key is kept iff one fresh uniform u of the shared noise stage
+(duckdp/noise_stage.py: weight π(n), noise −u, threshold 0) has u ≤ π(n), so keep decisions are
+independent across keys; u is on the grid (j + ½)·2⁻⁵³, so P(keep) is π(n) to within 2⁻⁵⁴.
 
 Δ0 > 1: users keep Δ0 keys (the shared keyed-hash truncation stage, a fixed per-user function)
 and every key uses π for (ε/Δ0, δ/Δ0). Adding or removing a user changes the counts of at most

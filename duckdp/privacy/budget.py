@@ -5,23 +5,18 @@ import math
 from dataclasses import dataclass
 
 from ..errors import InvalidParameter
+from ..validation import real
 
 
 def _check_positive(name: str, value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InvalidParameter(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(v) or v <= 0:
+    v = real(name, value)
+    if v <= 0:
         raise InvalidParameter(f"{name} must be a finite number > 0, got {value!r}")
     return v
 
 
 def _check_delta(value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InvalidParameter(f"delta must be a number in (0, 1), got {value!r}") from None
+    v = real("delta", value)
     if not (0.0 < v < 1.0):
         raise InvalidParameter(f"delta must be in (0, 1), got {value!r}")
     return v
@@ -86,7 +81,8 @@ def _exact_parts(total: float, shares: list[float]) -> list[float]:
 
 def split_exact(budget: "Budget", shares: list[float]) -> list:
     """Budgets with these shares of ε (or ρ) and δ whose sums are exactly `budget`'s, so composing
-    them (basic composition, or additive zCDP) spends exactly what was requested, never more."""
+    them (basic composition, or additive zCDP) spends exactly what was requested, never more. Rounds
+    calibrated jointly (privacy/composition.py) carry these shares as their charge in the ledger."""
     amount = budget.epsilon if isinstance(budget, EpsDelta) else budget.rho
     return [type(budget)(a, d) for a, d in zip(_exact_parts(amount, shares), _exact_parts(budget.delta, shares))]
 

@@ -1,7 +1,7 @@
 """MAD / MAD2R parameters and the privacy conditions they must satisfy.
 
 Chen, Cohen-Addad, Epasto, Zadimoghaddam, "Scalable Private Partition Selection via Adaptive
-Weighting", ICML 2025, as reconstructed in `specs/mad-mad2r.md` (section numbers below refer to
+Weighting", ICML 2025, as reconstructed in `docs/specs/mad-mad2r.md` (section numbers below refer to
 that spec). Every function refuses values that would break the ℓ2-sensitivity-1 (Lemma 5.8) or
 novel-sensitivity (Lemma 5.4) arguments, so a plan built from them is private by Thm 3.3.
 """

@@ -28,7 +28,10 @@ Shared stages (every mechanism composes these; signatures in `duckdp/stages/base
   weights(kept, e)             Σ over kept users of _dp_d^(−e) per key (e = ½, 1 or 0: Gopi et al.
                                ICML 2020 §1.1)
   release(weights, plan)       noise + threshold: keys with `_dp_w` + plan.scale·noise ≥ plan.threshold,
-                               noise from the run's keyed PRF (the noise stage; output: keys)
+                               noise from the run's keyed AES PRF on each key's injective counter
+                               (duckdp/prf.py, duckdp/counters.py; DuckDB: duckdp/noise_stage.py;
+                               output: keys). Noise depends on (PRF key, round, counter, collision
+                               rank) only, so every engine draws the same noise for the same seed.
   remove(pairs, keys)          pairs whose key is not in `keys` (anti-join; DP-SIPS Alg. 3 line 9)
   store(frame, name)           materialise (DuckDB: TEMP table; Spark: cache/checkpoint); drop(frame)
   empty_keys(like)             an empty stored key frame; append(stored, keys) → (stored ∪ keys, added)
@@ -40,9 +43,17 @@ Mechanism-specific stages (`<algo>_<stage>`; same contract on every engine):
   mad_vectors(kept)                      stored (_dp_user, keys, _dp_d, _dp_uw = 1/√d) (spec §2, §4)
   mad_weights(vectors, plan)             MAD stages 1–4 → weights (spec §5)
   mad2r_screen(pairs, vectors, plan1, plan2, Δ0)  stored exceptions (keys, _dp_released, _dp_round2,
-                                         _dp_beta); `pairs` is the stored `sized` frame
+                                         _dp_beta): round-1 noise on the whole universe, decisions by
+                                         mechanisms.mad.screen_round1; `pairs` is the stored `sized` frame
   mad2r_vectors(pairs, status, Δ0, β_min, β_max)  stored round-2 vectors (spec §6, §4)
   mad2r_released(status)                 keys of O1
+  adaptive_sips_remaining(pairs, state|None)  R_u with `_dp_level` (state None: round 1, level 1)
+  adaptive_sips_vectors(kept, cap)       (_dp_user, keys, _dp_x): capped unit-norm vectors over R̃_u
+  adaptive_sips_weights(vectors)         weights Σ_u x_ui over ∪R̃_u
+  adaptive_sips_state(remaining, vectors, state, plan, params, j) → (stored state, released count):
+                               noise on EVERY key of ∪R_u, decisions by mechanisms.adaptive_sips.next_state;
+                               state = (keys, _dp_level, _dp_round), keys in play and keys released
+  adaptive_sips_released(state)          keys the state records as released
   policy_pairs(counted, Δ0) → (pairs, items, n_items): truncated pairs with `_dp_n` (or GW's row
                                counts, untruncated) and dense `_dp_item` ids 0..n−1;
   count_users(pairs); policy_lists(pairs, items, batch_users) → iterator of Arrow batches, one list

@@ -91,6 +91,28 @@ class Stages(ABC):
         """The keys MAD2R round 1 released (O1)."""
 
     @abstractmethod
+    def adaptive_sips_remaining(self, pairs: Frame, state: Frame | None) -> Frame:
+        """R_u: the stored pairs whose key is in play in `state` (None: round 1, all), with `_dp_level`."""
+
+    @abstractmethod
+    def adaptive_sips_vectors(self, kept: Frame, cap: float) -> Frame:
+        """(`_dp_user`, keys, `_dp_x`): each user's capped unit-norm vector over the kept pairs R̃_u."""
+
+    @abstractmethod
+    def adaptive_sips_weights(self, vectors: Frame) -> Frame:
+        """(keys, `_dp_w` = Σ_u x_ui) over ∪R̃_u."""
+
+    @abstractmethod
+    def adaptive_sips_state(self, remaining: Frame, vectors: Frame, state: Frame | None, plan, params: dict,
+                            index: int) -> tuple[Frame, int]:
+        """Noise on every key of ∪R_u, `mechanisms.adaptive_sips.next_state` → the stored next state
+        (keys, `_dp_level`, `_dp_round`; released keys kept) and this round's number of released keys."""
+
+    @abstractmethod
+    def adaptive_sips_released(self, state: Frame) -> Frame:
+        """The keys a state records as released."""
+
+    @abstractmethod
     def drop(self, frame: Frame) -> None:
         """Free a stored frame early (memory before the next round)."""
 

@@ -1,17 +1,22 @@
 """The DuckDB engine: every stage as a checked SQL template (sql/stage_*.sql, sql/<algo>_*.sql).
 
 Frames are `Query`s — SQL text with quoted identifiers and bound values — composed lazily, so a
-chain like pairs → sized → truncate → weights → release runs as one DuckDB query; `store` makes
-a run-unique TEMP table where a mechanism reads a frame more than once.
+chain like pairs → sized → truncate → weights runs as one DuckDB query; `store` makes a
+run-unique TEMP table where a mechanism reads a frame more than once. Noise + threshold is the
+noise stage (duckdp/noise_stage.py: keyed AES PRF over injective per-key counters, vectorised in
+numpy): `release` runs it on the weights query and returns the released keys as a frame over
+its Arrow result.
 """
 from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
+from ..noise_stage import noisy_weights, release_keys
 from . import Query
 from .base import Stages
 
@@ -37,6 +42,14 @@ def merge(*params: dict) -> dict:
                 raise RuntimeError(f"composed stages bind ${name} twice with different values")
             out[name] = value
     return out
+
+
+class _UniformDraw(NamedTuple):
+    """A noise-stage plan keeping a key iff weight − u ≥ 0 for one fresh uniform u."""
+
+    noise: str = "uniform"
+    scale: float = -1.0
+    threshold: float = 0.0
 
 
 class DuckDBStages(Stages):
@@ -116,8 +129,12 @@ class DuckDBStages(Stages):
                            merge(kept.params, {"exponent": exponent}))
 
     def release(self, weights: Query, plan) -> Query:
-        from ..mechanisms.basic import release_query  # the noise + threshold stage
-        return Query(*release_query(self.ctx, (weights.sql, weights.params), plan, self.ctx.key_aliases))
+        keys = release_keys(self.ctx, weights.sql, weights.params, plan, self.ctx.key_aliases)
+        return self._arrow(keys, "selected")
+
+    def _arrow(self, table: pa.Table, stage: str) -> Query:
+        """A frame over an Arrow table of internal-name columns (a run-unique view, gone at close)."""
+        return self._table(self.ctx.register(stage, table))
 
     def remove(self, pairs: Query, keys: Query) -> Query:
         return self._query("stage_remove", {"pairs": f"({pairs.sql})", "keys_table": f"({keys.sql})",
@@ -169,16 +186,25 @@ class DuckDBStages(Stages):
                             "reroute": x.reroute})
 
     def mad2r_screen(self, pairs: Query, vectors: Query, plan1, plan2, max_contributions: int) -> Query:
+        """Round-1 noisy weights ŵ1 on the whole universe (support ∪ keys of users over Δ0) from the
+        noise stage, MAD2R's decisions in numpy (mechanisms.mad.screen_round1), and only the
+        exceptions (released, removed or biased keys) stored."""
+        from ..mechanisms.mad import screen_round1        # the mechanism's rule; engines only run it
         weighted = self.mad_weights(vectors, plan1)
-        target = self.ctx.temp_table("status")
-        self.ctx.execute(
-            "mad2r_screen", {"target": target, "pairs": self._name(pairs),
-                             "keys": self.ctx.key_aliases, "weighted": weighted.sql,
-                             "noise": self.ctx.noise.name(plan1.noise)},
-            weighted.params | {"scale": plan1.scale, "noise_salt": self.ctx.randomness.salt(),
-                               "threshold": plan1.threshold, "threshold2": plan2.threshold,
-                               "tau2": plan2.extra.tau, "lower": plan2.extra.lower,
-                               "upper": plan2.extra.upper, "max_contributions": max_contributions})
+        universe = self._query("mad2r_universe", {"weighted": weighted.sql, "pairs": self._name(pairs),
+                                                  "keys": self.ctx.key_aliases},
+                               merge(weighted.params, {"max_contributions": max_contributions}))
+        nw = noisy_weights(self.ctx, universe.sql, universe.params, plan1.noise, plan1.scale)
+        try:
+            decided = screen_round1(nw.weights, nw.noisy, plan1, plan2)
+            keep = ~decided["_dp_round2"] | (decided["_dp_beta"] < 1)      # store only the exceptions
+            exceptions = self.ctx.register("exceptions", pa.table({"_dp_row": nw.rows[keep]}
+                                                                  | {k: v[keep] for k, v in decided.items()}))
+            target = self.ctx.temp_table("status")
+            self.ctx.execute("mad2r_status", {"target": target, "noised": nw.table, "exceptions": exceptions,
+                                              "keys": self.ctx.key_aliases}, {})
+        finally:
+            nw.drop()
         return self._table(target)
 
     def mad2r_vectors(self, pairs: Query, status: Query, max_contributions: int, beta_min: float,
@@ -196,6 +222,46 @@ class DuckDBStages(Stages):
 
     def mad2r_released(self, status: Query) -> Query:
         return self._query("mad2r_released", {"status": self._name(status), "keys": self.ctx.key_aliases})
+
+    # -- adaptive SIPS ---------------------------------------------------------------------------
+    def adaptive_sips_remaining(self, pairs: Query, state: Query | None) -> Query:
+        if state is None:
+            return self._query("adaptive_sips_first", {"pairs": self._name(pairs)})
+        return self._query("adaptive_sips_remaining", {"pairs": self._name(pairs), "state": self._name(state),
+                                                       "match": self.ctx.key_match("p", "s")})
+
+    def adaptive_sips_vectors(self, kept: Query, cap: float) -> Query:
+        return self._query("adaptive_sips_vectors", {"kept": kept.sql, "keys": self.ctx.key_aliases},
+                           merge(kept.params, {"cap": cap}))
+
+    def adaptive_sips_weights(self, vectors: Query) -> Query:
+        return self._query("adaptive_sips_weights", {"vectors": vectors.sql, "keys": self.ctx.key_aliases},
+                           vectors.params)
+
+    def adaptive_sips_state(self, remaining: Query, vectors: Query, state: Query | None, plan, params: dict,
+                            index: int) -> tuple[Query, int]:
+        from ..mechanisms.adaptive_sips import next_state       # the mechanism's rule; engines only run it
+        keys = self.ctx.key_aliases
+        weighted = self.adaptive_sips_weights(vectors)
+        universe = self._query("adaptive_sips_universe", {"remaining": remaining.sql, "weighted": weighted.sql,
+                                                          "keys": keys}, merge(remaining.params, weighted.params))
+        nw = noisy_weights(self.ctx, universe.sql, universe.params, plan.noise, plan.scale)
+        try:
+            released, level = next_state(nw.weights, nw.noisy, plan, params)
+            decided = self.ctx.register("decided", pa.table({
+                "_dp_row": nw.rows, "_dp_level": level,
+                "_dp_round": pa.array(np.where(released, index, 0), pa.int32(), mask=~released)}))
+            target = self.ctx.temp_table("state")
+            old = self._name(state) if state is not None else f"(SELECT {keys}, 0.0 AS _dp_level, " \
+                                                             f"NULL::INTEGER AS _dp_round FROM {nw.table} LIMIT 0)"
+            self.ctx.execute("adaptive_sips_state", {"target": target, "noised": nw.table, "decided": decided,
+                                                     "keys": keys, "state": old}, {})
+        finally:
+            nw.drop()
+        return self._table(target), int(released.sum())
+
+    def adaptive_sips_released(self, state: Query) -> Query:
+        return self._query("adaptive_sips_released", {"state": self._name(state), "keys": self.ctx.key_aliases})
 
     # -- sequential policies -----------------------------------------------------------------
     def policy_pairs(self, counted: bool, max_contributions: int) -> tuple[Query, Query, int]:
@@ -228,10 +294,11 @@ class DuckDBStages(Stages):
 
     # -- truncated geometric and count release ------------------------------------------------
     def geometric_release(self, weights: Query, keep_prob: np.ndarray) -> Query:
-        idents = {"weighted": weights.sql, "keys": self.ctx.key_aliases, "key_output": self.ctx.key_aliases,
-                  "noise": self.ctx.noise.name("uniform")}
-        return self._query("truncated_geometric", idents,
-                           weights.params | {"keep_prob": keep_prob.tolist(), "noise_salt": self.ctx.randomness.salt()})
+        """π(n) as each key's weight through the noise stage with noise −u and threshold 0:
+        kept iff a fresh uniform u ≤ π(n) (Desfontaines et al. 2022 Thm 1)."""
+        keep = self._query("truncated_geometric", {"weighted": weights.sql, "keys": self.ctx.key_aliases},
+                           merge(weights.params, {"keep_prob": keep_prob.tolist()}))
+        return self.release(keep, _UniformDraw())
 
     def top_counts(self, top: int) -> pa.Table:
         """The `top` largest distinct-user counts (keys, `_dp_count`), ties in keyed-hash order."""

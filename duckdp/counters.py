@@ -1,0 +1,53 @@
+"""Injective PRF counters for keys, computed natively in SQL, and resolution of digest collisions.
+
+Each key gets a 128-bit counter (hi, lo), two 64-bit columns `_dp_chi`, `_dp_clo`:
+- one integer key column (TINYINT … HUGEINT, UTINYINT … UHUGEINT): the integer itself, as a
+  128-bit two's complement (hi = upper, lo = lower 64 bits). Injective; no check needed.
+- anything else (composite keys, VARCHAR, BLOB, LIST, STRUCT, UUID, DATE, …): the MD5 digest of
+  the encoding  enc = ‖_i len(s_i) ':' s_i  with s_i = CAST(col_i AS VARCHAR) (hex(col_i) for
+  BLOB) and len in bytes; hi = md5_number_upper(enc) = digest bytes 0–7 read little-endian,
+  lo = md5_number_lower(enc) = bytes 8–15 little-endian. (Spark: `md5` of the same string.)
+  The length prefix makes the encoding of a tuple of strings injective; the casts and MD5 need not
+  be: keys present with equal counters are *detected* (GROUP BY counter HAVING count(*) > 1) and
+  ranked by their values inside each group (a total order), and rank r > 0 draws from sub-key
+  K[round, r] instead of K[round, 0] (duckdp/prf.py). So distinct keys present in a round always
+  get distinct (sub-key, counter) pairs.
+
+Why a data-dependent assignment is private. Fix an input D. The PRF key K is drawn independently
+of D, and the map key ↦ (sub-key label, counter) is injective on the keys noised in a round (and
+rounds use disjoint labels). For a truly random function every injective assignment of inputs
+yields i.i.d. uniforms, so the noise vector on D has exactly the distribution the mechanism's
+analysis assumes, for every D separately; which inputs D's keys map to is irrelevant. With AES
+as a PRF, the real output is computationally indistinguishable from that (duckdp/prf.py).
+
+Truncation order keeps `hash(xor(hash(user, keys), $salt))`: there a tie or collision only
+changes *which* Δ0 keys a user keeps, and any fixed function of the user's own data and a secret
+independent of the data is an allowed per-user truncation (sensitivity arguments hold for every
+choice of kept set); collisions between users or keys cannot couple noise, which never comes
+from these hashes.
+"""
+from __future__ import annotations
+
+_SIGNED64 = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT"}
+_UNSIGNED64 = {"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
+_MASK = "18446744073709551615"
+
+
+def counter_sql(key_types: list[str]) -> tuple[str, str, bool]:
+    """SQL of (hi, lo) over the internal key columns `_dp_k0, …`, and whether collisions are possible."""
+    if len(key_types) == 1:
+        t = key_types[0].upper()
+        if t in _SIGNED64:    # sign extension: hi = −1 for negative keys; lo = the bits (reinterpreted)
+            return "-(_dp_k0 < 0)::BIGINT", "_dp_k0::BIGINT", False
+        if t in _UNSIGNED64:
+            return "0::UBIGINT", "_dp_k0::UBIGINT", False
+        if t == "HUGEINT":
+            return "(_dp_k0 >> 64)::BIGINT", f"(_dp_k0 & {_MASK}::HUGEINT)::UBIGINT", False
+        if t == "UHUGEINT":
+            return "(_dp_k0 >> 64)::UBIGINT", f"(_dp_k0 & {_MASK}::UHUGEINT)::UBIGINT", False
+    pieces = []
+    for i, t in enumerate(key_types):
+        s = f"hex(_dp_k{i})" if t.upper() == "BLOB" else f"CAST(_dp_k{i} AS VARCHAR)"
+        pieces.append(f"strlen({s})::VARCHAR, ':', {s}")
+    enc = f"concat({', '.join(pieces)})"
+    return f"md5_number_upper({enc})", f"md5_number_lower({enc})", True

@@ -1,0 +1,185 @@
+"""The keyed pseudorandom function behind every random choice of a release (numpy only, engine-neutral).
+
+Construction. A release draws a 128-bit master key K from `os.urandom(16)` (or, with `seed=`,
+K = first 16 bytes of SHA-256("duckdp/prf/v1" ‖ seed as signed 16-byte big-endian): reproducible,
+for tests and demos only). Every purpose gets its own sub-key
+    K[purpose, index, rank] = AES-128_K(purpose (4 ASCII bytes) ‖ index (4 bytes BE) ‖ rank (8 bytes BE)),
+e.g. noise round i uses K[b"nois", i, 0] (and K[b"nois", i, r] for collision rank r > 0, see
+duckdp/counters.py), SQL salts K[b"salt", 0, 0], the count-release bit stream K[b"dgau", 0, 0].
+The noise of a key in a round is
+    x = AES-128_sub(hi ‖ lo)   (hi, lo: the key's 128-bit counter as two big-endian uint64),
+    v = first 8 bytes of x as a big-endian uint64,  u = (⌊v / 2¹¹⌋ + ½) · 2⁻⁵³ ∈ (0, 1),
+and N(0,1), Lap(0,1) and Gumbel(0,1) draws are Φ⁻¹(u), −sign(u−½)·log(1−2|u−½|) and −log(−log u).
+Sub-keys are AES outputs on distinct blocks, hence distinct-input PRF values under K.
+
+Assumption: AES-128 is a pseudorandom function (permutation). Then, for any data-independent key K,
+the values on *distinct* inputs are computationally indistinguishable from independent uniform
+draws, so distinct (sub-key, block) pairs give i.i.d. noise (a PRP on ≤ 2⁶⁴ queries is a PRF up to
+the birthday term q²/2¹²⁹). The float grid of u only shifts threshold probabilities by ~2⁻⁵³;
+released *numbers* are never built from u (count release uses duckdp.discrete instead).
+
+Speed: cryptography's AES-ECB (AES-NI) holds the GIL, scipy/numpy ufuncs release it, so `noise`
+works in chunks on a thread pool: one chunk's AES overlaps another chunk's Φ⁻¹.
+"""
+from __future__ import annotations
+
+import hashlib
+import numbers
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from scipy.special import ndtri
+
+KINDS = ("gaussian", "laplace", "gumbel", "uniform")
+_CHUNK = 1 << 20                     # counters per thread-pool task
+_SEED_TAG = b"duckdp/prf/v1"
+
+
+def _aes(key: bytes, data: bytes) -> bytes:
+    """AES-128 of each 16-byte block of `data` under `key` (ECB = the block cipher applied blockwise)."""
+    enc = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+    return enc.update(data) + enc.finalize()
+
+
+class PRFKey:
+    """A 128-bit AES key; `derive` gives the sub-key of a purpose, `seeded` says where it came from."""
+
+    __slots__ = ("key", "seeded")
+
+    def __init__(self, key: bytes, seeded: bool = False):
+        if not isinstance(key, bytes) or len(key) != 16:
+            raise ValueError("a PRF key is 16 bytes")
+        self.key, self.seeded = key, seeded
+
+    @classmethod
+    def fresh(cls) -> PRFKey:
+        return cls(os.urandom(16))
+
+    @classmethod
+    def from_seed(cls, seed: int) -> PRFKey:
+        """Deterministic key for `seed` (any Python int in [−2¹²⁷, 2¹²⁷)): SHA-256 of a domain tag and the seed."""
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError(f"seed must be an integer, got {seed!r}")
+        data = int(seed).to_bytes(16, "big", signed=True)
+        return cls(hashlib.sha256(_SEED_TAG + data).digest()[:16], seeded=True)
+
+    def derive(self, purpose: bytes, index: int, rank: int = 0) -> PRFKey:
+        """K[purpose, index, rank] = AES_K(purpose ‖ index ‖ rank): one independent key per purpose."""
+        if len(purpose) != 4 or not (0 <= index < 2**32) or not (0 <= rank < 2**64):
+            raise ValueError(f"bad sub-key label {purpose!r}, {index}, {rank}")
+        block = purpose + index.to_bytes(4, "big") + rank.to_bytes(8, "big")
+        return PRFKey(_aes(self.key, block), self.seeded)
+
+    def words(self, counters_hi, counters_lo) -> np.ndarray:
+        """First 64 bits (big-endian uint64) of AES_K(hi ‖ lo) for each counter pair."""
+        hi, lo = _u64(counters_hi), _u64(counters_lo)
+        blocks = np.empty((hi.size, 2), dtype=">u8")
+        blocks[:, 0], blocks[:, 1] = hi, lo
+        out = np.frombuffer(_aes(self.key, blocks.tobytes()), dtype=">u8")
+        return out[::2].astype(np.uint64)
+
+
+def uniform_from_words(v: np.ndarray) -> np.ndarray:
+    """u = (⌊v/2¹¹⌋ + ½)·2⁻⁵³: the top 53 bits of v as a double in the open interval (0, 1)."""
+    return ((v >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 2**53)
+
+
+def standard(kind: str, u: np.ndarray) -> np.ndarray:
+    """A standard `kind` draw from uniforms u by inversion."""
+    if kind == "gaussian":
+        return ndtri(u)
+    if kind == "laplace":
+        v = u - 0.5
+        return -np.sign(v) * np.log1p(-2.0 * np.abs(v))
+    if kind == "gumbel":
+        return -np.log(-np.log(u))
+    if kind == "uniform":
+        return u
+    raise ValueError(f"unknown noise kind {kind!r}; one of {KINDS}")
+
+
+def _u64(x) -> np.ndarray:
+    """64-bit integers reinterpreted as uint64 (two's complement for int64); smaller ints widened."""
+    a = np.ascontiguousarray(x)
+    if a.dtype.kind in "iu" and a.dtype.itemsize == 8:
+        return a.view(np.uint64)
+    return a.astype(np.int64).view(np.uint64)
+
+
+def _draw(kind: str, key: PRFKey, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    return standard(kind, uniform_from_words(key.words(hi, lo)))
+
+
+def noise(kind: str, key: PRFKey, round_tag: int, counters_hi, counters_lo, ranks=None,
+          threads: int | None = None) -> np.ndarray:
+    """Standard `kind` noise for each key of round `round_tag`: a function of (K, round, counter, rank) only.
+
+    `counters_hi/lo` are the keys' 128-bit counters (uint64 or int64 arrays, reinterpreted as
+    unsigned; see duckdp/counters.py), `ranks` (optional int array, default all 0) the collision
+    rank of each key among keys with the same counter. Row j uses sub-key K[b"nois", round_tag,
+    ranks[j]], so distinct (counter, rank) pairs get independent noise. The result does not depend
+    on `threads` or on the order of the rows.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown noise kind {kind!r}; one of {KINDS}")
+    hi, lo = _u64(counters_hi), _u64(counters_lo)
+    n = hi.size
+    out = np.empty(n, dtype=np.float64)
+    base = key.derive(b"nois", round_tag, 0)
+    if ranks is not None:
+        ranks = np.asarray(ranks, dtype=np.int64)
+        colliding = np.flatnonzero(ranks > 0)
+    else:
+        colliding = np.empty(0, dtype=np.int64)
+
+    def fill(start: int) -> None:
+        stop = min(start + _CHUNK, n)
+        out[start:stop] = _draw(kind, base, hi[start:stop], lo[start:stop])
+
+    starts = range(0, n, _CHUNK)
+    workers = threads or min(len(starts), os.cpu_count() or 1)
+    if workers <= 1 or len(starts) <= 1:
+        for s in starts:
+            fill(s)
+    else:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(fill, starts))
+    for r in np.unique(ranks[colliding]) if colliding.size else ():
+        rows = colliding[ranks[colliding] == r]
+        out[rows] = _draw(kind, key.derive(b"nois", round_tag, int(r)), hi[rows], lo[rows])
+    return out
+
+
+class BitStream:
+    """Uniform random bits from AES_sub(0), AES_sub(1), … (counter mode, each 128-bit block read
+    big-endian, most significant bit first), for exact samplers."""
+
+    def __init__(self, key: PRFKey):
+        self._key = key
+        self._block = 0
+        self._bits = 0          # buffered bits as an int, `_nbits` of them
+        self._nbits = 0
+
+    def bits(self, k: int) -> int:
+        """k fresh uniform bits as a non-negative int."""
+        while self._nbits < k:          # refill 32 blocks at a time
+            counters = b"".join((self._block + i).to_bytes(16, "big") for i in range(32))
+            self._block += 32
+            self._bits = (self._bits << 4096) | int.from_bytes(_aes(self._key.key, counters), "big")
+            self._nbits += 4096
+        self._nbits -= k
+        out = self._bits >> self._nbits
+        self._bits &= (1 << self._nbits) - 1
+        return out
+
+    def below(self, n: int) -> int:
+        """Uniform on {0, …, n−1} by rejection (exact)."""
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        k = (n - 1).bit_length()
+        while True:
+            x = self.bits(k) if k else 0
+            if x < n:
+                return x

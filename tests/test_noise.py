@@ -1,0 +1,217 @@
+"""The PRF generator, injective counters with collision resolution, the noise stage, and the
+collision audit of issue #11 (colliding composite keys must get independent noise)."""
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from scipy.stats import beta as beta_dist
+from scipy.stats import gumbel_r, kstest, laplace, norm
+
+import duckdp
+from duckdp import noise_stage
+from duckdp.errors import InvalidParameter
+from duckdp.prf import PRFKey, _aes, noise
+from duckdp.rng import Randomness
+from duckdp.run import RunContext
+from duckdp.source import resolve
+
+from conftest import leftovers
+
+_M, _MASK = 0xD6E8FEB86659FD93, 2**64 - 1
+_M_INV = pow(_M, -1, 2**64)
+
+
+# -- the generator ---------------------------------------------------------------------------------
+def test_aes_known_answer():
+    """FIPS-197 Appendix C.1 (AES-128)."""
+    key = bytes.fromhex("000102030405060708090a0b0c0d0e0f")
+    assert _aes(key, bytes.fromhex("00112233445566778899aabbccddeeff")).hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
+
+
+def test_noise_is_a_function_of_key_round_and_counter_only():
+    key = PRFKey.from_seed(5)
+    rng = np.random.default_rng(0)
+    hi, lo = rng.integers(-2**63, 2**63, 5000), rng.integers(-2**63, 2**63, 5000)
+    ref = noise("gaussian", key, 3, hi, lo)
+    perm = rng.permutation(5000)
+    assert np.array_equal(noise("gaussian", key, 3, hi[perm], lo[perm]), ref[perm])       # order
+    assert np.array_equal(noise("gaussian", key, 3, hi[:17], lo[:17]), ref[:17])          # other rows
+    assert np.array_equal(noise("gaussian", key, 3, hi, lo, threads=1), ref)              # threads
+    assert np.array_equal(noise("gaussian", PRFKey.from_seed(5), 3, hi, lo), ref)         # same seed
+    for other in (noise("gaussian", key, 4, hi, lo), noise("gaussian", PRFKey.from_seed(6), 3, hi, lo)):
+        assert abs(np.corrcoef(other, ref)[0, 1]) < 4 / math.sqrt(5000)
+    # uint64 and int64 views of the same bits are the same counter
+    assert np.array_equal(noise("uniform", key, 0, hi.view(np.uint64), lo.view(np.uint64)),
+                          noise("uniform", key, 0, hi, lo))
+
+
+def test_noise_distributions():
+    key = PRFKey.from_seed(3)
+    c = np.arange(100_000)
+    zeros = np.zeros_like(c)
+    assert kstest(noise("gaussian", key, 0, zeros, c), norm.cdf).pvalue > 1e-3
+    assert kstest(noise("laplace", key, 0, zeros, c), laplace.cdf).pvalue > 1e-3
+    assert kstest(noise("gumbel", key, 0, zeros, c), gumbel_r.cdf).pvalue > 1e-3
+    assert kstest(noise("gaussian", key, 0, zeros, c) * 1.05, norm.cdf).pvalue < 1e-3    # power
+
+
+def test_seeds():
+    assert Randomness(7).salt() == Randomness(7).salt() != Randomness(8).salt()
+    assert not Randomness().seeded and Randomness(2**100).seeded
+    for bad in (1.5, "3", True, -7, 2**127):
+        with pytest.raises(InvalidParameter, match="seed"):
+            Randomness(bad)
+    r = Randomness(1)
+    assert len({r.salt() for _ in range(100)}) == 100 and all(0 <= r.salt() < 2**63 for _ in range(10))
+
+
+# -- counters and collisions -----------------------------------------------------------------------
+def _noised(con, table, item_col, seed=1):
+    """(rows, noise) of one weighted_gaussian-style round where every key has weight 0."""
+    ctx = RunContext(con, resolve(con, table, "user_id", item_col, "n"), Randomness(seed))
+    try:
+        weights = f"SELECT DISTINCT {ctx.key_select}, 0.0 AS _dp_w FROM {ctx.source.sql}"
+        nw = noise_stage.noisy_weights(ctx, weights, {}, "gaussian", 1.0)
+        keys = nw.keys(nw.rows, ctx.key_output)
+        return keys, nw.noisy[np.argsort(nw.rows)]
+    finally:
+        ctx.close()
+
+
+def _collide(con, a: int, b: int, a2: int) -> int:
+    """b2 with DuckDB hash(a2, b2) = hash(a, b): hash(x, y) = F(x) XOR murmur64(y), murmur64 inverts."""
+    (fa, fa2, mb), = con.sql("SELECT xor(hash($a::BIGINT, 0::BIGINT), hash(0::BIGINT)), "
+                             "xor(hash($a2::BIGINT, 0::BIGINT), hash(0::BIGINT)), hash($b::BIGINT)",
+                             params={"a": a, "a2": a2, "b": b}).fetchall()
+    return _unmurmur(fa ^ fa2 ^ mb)
+
+
+def test_colliding_composite_keys_get_independent_noise(con):
+    assert _collide(con, 42, 1001, 43) == 2676856443368798602
+    (same,), = con.sql("SELECT hash(42::BIGINT, 1001::BIGINT) = "
+                       "hash(43::BIGINT, 2676856443368798602::BIGINT)").fetchall()
+    assert same
+    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 42, 1001), (2, 43, 2676856443368798602)) v(user_id, a, b)")
+    keys, z = _noised(con, "t", ["a", "b"])
+    assert keys.num_rows == 2 and z[0] != z[1]
+    assert leftovers(con) == []
+
+
+def test_forced_counter_collisions_get_distinct_ranked_noise(con, monkeypatch):
+    """With every key on one counter, keys get ranks 0..n−1 by value and n distinct, reproducible draws."""
+    con.execute("CREATE TABLE t AS SELECT i AS user_id, 'k' || i AS item FROM range(300) r(i)")
+    honest_keys, honest = _noised(con, "t", "item")
+    monkeypatch.setattr(noise_stage, "counter_sql", lambda types: ("0::UBIGINT", "0::UBIGINT", True))
+    keys, z = _noised(con, "t", "item")
+    assert len(np.unique(z)) == 300
+    assert np.array_equal(_noised(con, "t", "item")[1], z)
+    ctx_key = Randomness(1).key
+    ranks = np.argsort(np.argsort(keys.column("item").to_pylist()))     # rank of each key by value
+    zeros = np.zeros(300, np.uint64)
+    assert np.array_equal(z, noise("gaussian", ctx_key, 0, zeros, zeros, ranks))
+    assert not np.array_equal(np.sort(z), np.sort(honest))
+
+
+@pytest.mark.parametrize("kind", ["BIGINT", "INTEGER", "UBIGINT", "HUGEINT", "UHUGEINT", "VARCHAR", "BLOB",
+                                  "DATE", "UUID", "INTEGER[]", "STRUCT(a INTEGER, b VARCHAR)", "composite"])
+def test_every_key_type_gets_distinct_noise(con, kind):
+    values = {
+        "BIGINT": "i - 100", "INTEGER": "(i - 100)::INTEGER", "UBIGINT": "(i + 18446744073709551000)::UBIGINT",
+        "HUGEINT": "(i - 100)::HUGEINT * 170141183460469231731687303715884105", "UHUGEINT": "i::UHUGEINT << 100",
+        "VARCHAR": "repeat('x', i % 7) || (i // 7)", "BLOB": "('\\x00'::BLOB || (i::VARCHAR)::BLOB)",
+        "DATE": "DATE '2000-01-01' + i::INTEGER", "UUID": "uuid()", "INTEGER[]": "[i % 10, i // 10]",
+        "STRUCT(a INTEGER, b VARCHAR)": "{'a': i % 10, 'b': (i // 10)::VARCHAR}",
+    }
+    if kind == "composite":
+        con.execute("CREATE TABLE t AS SELECT i AS user_id, i % 10 AS a, (i // 10)::VARCHAR AS b FROM range(200) r(i)")
+        cols = ["a", "b"]
+    else:
+        con.execute(f"CREATE TABLE t AS SELECT i AS user_id, ({values[kind]})::{kind} AS item FROM range(200) r(i)")
+        cols = "item"
+    keys, z = _noised(con, "t", cols)
+    assert keys.num_rows == 200 and len(np.unique(z)) == 200
+
+
+def test_seeded_release_identical_at_one_and_two_threads(con):
+    con.execute("CREATE TABLE t AS SELECT i % 5000 AS user_id, 'k' || CASE WHEN i % 2 = 0 THEN (i // 7) % 300 "
+                "ELSE (i * 7919) % 5000 END AS item FROM range(40000) r(i)")
+    out = {}
+    for threads in (1, 2):
+        con.execute(f"SET threads = {threads}")
+        out[threads] = {algo: sorted(duckdp.select(con, "t", algo=algo, epsilon=1.0, delta=1e-5, max_contributions=4,
+                                                   seed=11).to_arrow().column(0).to_pylist())
+                        for algo in ("weighted_gaussian", "dpsips", "mad2r")}
+    assert out[1] == out[2] and all(len(v) > 0 for v in out[1].values())
+
+
+# -- the collision audit of issue #11 --------------------------------------------------------------
+def _pairs_table(con, name: str, pairs: int, victim: bool) -> None:
+    """`pairs` colliding composite-key pairs A_j = (2j, 10⁶+j), B_j = (2j+1, b_j) (equal DuckDB hash),
+    each held by 18 users; with `victim` one more user per pair adds A_j (Δ0 = 1)."""
+    rows = []
+    for j, b2 in enumerate(_collide_many(con, pairs)):
+        a, b = (2 * j, 10**6 + j), (2 * j + 1, b2)
+        users = 37 * j
+        rows += [(users + u, *a) for u in range(18)] + [(users + 18 + u, *b) for u in range(18)]
+        if victim:
+            rows.append((users + 36, *a))
+    users, k0, k1 = zip(*rows)
+    con.register("_pairs", pa.table({"user_id": users, "k0": k0, "k1": k1}))
+    con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _pairs")
+    con.unregister("_pairs")
+
+
+def _collide_many(con, pairs: int) -> list[int]:
+    """b_j with hash(2j+1, b_j) = hash(2j, 10⁶+j) for j < pairs (as `_collide`, in one query)."""
+    rows = con.sql("SELECT xor(xor(hash(2 * j, 0::BIGINT), hash(2 * j + 1, 0::BIGINT)), hash(1000000 + j)) "
+                   "FROM range($n) r(j) ORDER BY j", params={"n": pairs}).fetchall()
+    return [_unmurmur(x) for (x,) in rows]
+
+
+def _unmurmur(x: int) -> int:
+    """The BIGINT y with DuckDB hash(y) = murmur64(y) = x."""
+    for _ in range(2):                      # invert x ^= x >> 32; x *= M (twice), then the last xorshift
+        x ^= x >> 32
+        x = (x * _M_INV) & _MASK
+    x ^= x >> 32
+    return x - 2**64 if x >= 2**63 else x
+
+
+def _event_count(con, table: str, algo: str, seeds) -> int:
+    """Pairs with "A released and B not", over releases at ε = 1, δ = 1e-5, Δ0 = 1."""
+    hits = 0
+    for seed in seeds:
+        out = duckdp.select(con, table, algo=algo, epsilon=1.0, delta=1e-5, max_contributions=1,
+                            item_col=["k0", "k1"], seed=seed).to_arrow()
+        released = set(zip(out.column("k0").to_pylist(), out.column("k1").to_pylist()))
+        firsts = {k0 for k0, _ in released}
+        hits += sum(1 for k0, k1 in released if k0 % 2 == 0 and k0 + 1 not in firsts)
+    return hits
+
+
+def epsilon_lower_bound(hits1: int, hits0: int, n: int, delta: float, alpha: float = 0.01) -> float:
+    """ε_lb = log((p1_low − δ)/p0_high) with one-sided Clopper–Pearson bounds at level α each."""
+    p1_low = beta_dist.ppf(alpha, hits1, n - hits1 + 1) if hits1 else 0.0
+    p0_high = beta_dist.ppf(1 - alpha, hits0 + 1, n - hits0) if hits0 < n else 1.0
+    return math.log(max(p1_low - delta, 1e-300) / p0_high)
+
+
+@pytest.mark.parametrize("algo", ["weighted_gaussian", "mad2r"])
+def test_collision_audit(con, algo, monkeypatch):
+    pairs, seeds = 1000, (1, 2)
+    _pairs_table(con, "d0", pairs, victim=False)
+    _pairs_table(con, "d1", pairs, victim=True)
+    (collide,), = con.sql("SELECT count(*) FROM d0 x JOIN d0 y ON x.k0 + 1 = y.k0 AND x.k0 % 2 = 0 "
+                          "AND hash(x.k0, x.k1) = hash(y.k0, y.k1)").fetchall()
+    assert collide == pairs * 18 * 18                                  # every A_j, B_j pair collides
+    n = pairs * len(seeds)
+    h0, h1 = _event_count(con, "d0", algo, seeds), _event_count(con, "d1", algo, seeds)
+    eps_lb = epsilon_lower_bound(h1, h0, n, 1e-5)
+    print(f"{algo}: A∧¬B {h0}/{n} without, {h1}/{n} with the victim, ε_lb = {eps_lb:.3f}")
+    assert eps_lb <= 1.0
+    # power: noise keyed by DuckDB's unkeyed hash of the key (the old counter) must fail the audit
+    monkeypatch.setattr(noise_stage, "counter_sql", lambda types: ("0::UBIGINT", "hash(_dp_k0, _dp_k1)", False))
+    b0, b1 = _event_count(con, "d0", algo, seeds), _event_count(con, "d1", algo, seeds)
+    assert epsilon_lower_bound(b1, b0, n, 1e-5) > 1.0
+    assert leftovers(con) == []
