@@ -34,12 +34,13 @@ import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 import duckdp  # noqa: E402
-from duckdp.mechanisms.basic import weights_query  # noqa: E402
+from duckdp.mechanisms.basic import basic_weights  # noqa: E402
 from duckdp.privacy.budget import make_budget  # noqa: E402
 from duckdp.privacy.calibration import gaussian_release_probability  # noqa: E402
 from duckdp.rng import Randomness  # noqa: E402
 from duckdp.run import RunContext  # noqa: E402
 from duckdp.source import resolve  # noqa: E402
+from duckdp.stages.duckdb import DuckDBStages  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DELTA0 = 100
@@ -90,8 +91,8 @@ def expected_weighted_gaussian(con, table: str, budget_kw: dict, seed: int) -> f
     plan = duckdp.mechanisms.get("weighted_gaussian").plan(make_budget(**budget_kw), DELTA0, {})[0]
     ctx = RunContext(con, resolve(con, table, "user_id", "item", "bench"), Randomness(seed))
     try:
-        text, params = weights_query(ctx, DELTA0, 0.5)
-        w = con.sql(f"SELECT _dp_w FROM ({text})", params=params).fetchnumpy()["_dp_w"]
+        weights = basic_weights(DuckDBStages(ctx), DELTA0, 0.5)
+        w = con.sql(f"SELECT _dp_w FROM ({weights.sql})", params=weights.params).fetchnumpy()["_dp_w"]
     finally:
         ctx.close()
     return float(gaussian_release_probability(w, plan.scale, plan.threshold).sum())

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from .explain import release_section
-from .privacy.budget import Budget, ZCDP
+from .privacy.budget import ZCDP, Budget
 from .privacy.composition import Spent, composition_lines
 
 

@@ -6,8 +6,10 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from conftest import leftovers, make_table, random_sets
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_adaptive import adaptive_sips, round_weights, user_vector
 from scipy.special import ndtri
 
 import duckdp
@@ -19,9 +21,6 @@ from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
 from duckdp.stages.duckdb import DuckDBStages, merge
-
-from conftest import leftovers, make_table, random_sets
-from reference_adaptive import adaptive_sips, round_weights, user_vector
 
 MECH = AdaptiveSIPS()
 DEFAULT = MECH.check_params({})

@@ -11,7 +11,7 @@ import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get
 from duckdp.mechanisms.base import RoundPlan
-from duckdp.mechanisms.mad import unbiased_vectors
+from duckdp.mechanisms.mad import MadRound, unbiased_vectors
 from duckdp.privacy.budget import EpsDelta, ZCDP
 from duckdp.privacy.calibration import gaussian_threshold
 from duckdp.privacy.composition import gaussian_rounds
@@ -33,8 +33,8 @@ EPS = 1e-9
 def manual_plan(tau, f, min_degree=2, max_degree=10, beta_min=1.0, beta_max=1.0) -> RoundPlan:
     """A plan with chosen τ and f, to exercise truncation on small instances (σ, T unused here)."""
     return RoundPlan(EpsDelta(1, 1e-5), "gaussian", 1.0, 1.0,
-                     dict(tau=tau, reroute=f, min_degree=min_degree, max_degree=max_degree,
-                          beta_min=beta_min, beta_max=beta_max))
+                     MadRound(tau=tau, reroute=f, min_degree=min_degree, max_degree=max_degree,
+                              beta_min=beta_min, beta_max=beta_max))
 
 
 def random_sets(rng, n, m, max_size, zipf=0.8) -> list[np.ndarray]:

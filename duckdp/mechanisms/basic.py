@@ -11,9 +11,16 @@ from __future__ import annotations
 import math
 
 from ..privacy.budget import EpsDelta, split_exact
-from ..privacy.calibration import (analytic_gaussian_sigma, constant_novelty, gaussian_threshold,
-                                   laplace_scale, laplace_threshold, weighted_l1_novelty, weighted_l2_novelty,
-                                   zcdp_sigma)
+from ..privacy.calibration import (
+    analytic_gaussian_sigma,
+    constant_novelty,
+    gaussian_threshold,
+    laplace_scale,
+    laplace_threshold,
+    weighted_l1_novelty,
+    weighted_l2_novelty,
+    zcdp_sigma,
+)
 from ..privacy.composition import gaussian_rounds
 from .base import Mechanism, Round, RoundPlan
 

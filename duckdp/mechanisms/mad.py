@@ -28,11 +28,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr
 
-from ..privacy.mad import (adaptive_threshold, biased_novelty, check_beta_max, check_beta_min, check_confidence,
-                           check_degree, check_degrees, check_excess, check_split, reroute_fraction)
+from ..privacy.mad import (
+    adaptive_threshold,
+    biased_novelty,
+    check_beta_max,
+    check_beta_min,
+    check_confidence,
+    check_degree,
+    check_degrees,
+    check_excess,
+    check_split,
+    reroute_fraction,
+)
 from .base import Mechanism, Param, Round, RoundPlan
-from .guarantee import RoundGuarantee, basic_bound
 from .basic import composed_gaussian_rounds, gaussian_round
+from .guarantee import RoundGuarantee, basic_bound
 
 _SHARED = (
     Param("adaptive_excess", 3.0, "b in the adaptive threshold τ = T + b·σ (spec §5)", check_excess),

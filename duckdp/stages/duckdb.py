@@ -189,7 +189,9 @@ class DuckDBStages(Stages):
         """Round-1 noisy weights ŵ1 on the whole universe (support ∪ keys of users over Δ0) from the
         noise stage, MAD2R's decisions in numpy (mechanisms.mad.screen_round1), and only the
         exceptions (released, removed or biased keys) stored."""
-        from ..mechanisms.mad import screen_round1        # the mechanism's rule; engines only run it
+        from ..mechanisms.mad import (
+            screen_round1,  # the mechanism's rule; engines only run it
+        )
         weighted = self.mad_weights(vectors, plan1)
         universe = self._query("mad2r_universe", {"weighted": weighted.sql, "pairs": self._name(pairs),
                                                   "keys": self.ctx.key_aliases},
@@ -240,7 +242,9 @@ class DuckDBStages(Stages):
 
     def adaptive_sips_state(self, remaining: Query, vectors: Query, state: Query | None, plan, params: dict,
                             index: int) -> tuple[Query, int]:
-        from ..mechanisms.adaptive_sips import next_state       # the mechanism's rule; engines only run it
+        from ..mechanisms.adaptive_sips import (
+            next_state,  # the mechanism's rule; engines only run it
+        )
         keys = self.ctx.key_aliases
         weighted = self.adaptive_sips_weights(vectors)
         universe = self._query("adaptive_sips_universe", {"remaining": remaining.sql, "weighted": weighted.sql,
