@@ -164,7 +164,7 @@ def test_installed_package_ships_sql(tmp_path):
 
     code = ("import duckdp, duckdp.templates as t, pathlib; pkg = pathlib.Path(duckdp.__file__).parent; "
             "p = t.sql_dir(); print((pkg.parent / 'pyproject.toml').exists(), p.is_relative_to(pkg), "
-            "(p / 'basic.sql').is_file())")
+            "(p / 'stage_pairs.sql').is_file())")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     if out.returncode != 0 and "No module named 'duckdp'" in out.stderr:

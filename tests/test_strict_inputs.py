@@ -130,8 +130,7 @@ def test_interrupt_surfaces_as_keyboard_interrupt(endless, monkeypatch, algo, sk
     """`con.interrupt()` from another thread (what Ctrl-C does) during the null check or the mechanism's
     own queries: KeyboardInterrupt, nothing left behind, the connection usable, the session charged."""
     if skip_null_check:     # so the interrupt lands in the mechanism's queries
-        monkeypatch.setattr(duckdp.api, "check_nulls", lambda con, source: None)
-        monkeypatch.setattr(sys.modules["duckdp.count_release"], "check_nulls", lambda con, source: None)
+        monkeypatch.setattr(sys.modules["duckdp.lifecycle"], "check_nulls", lambda con, source: None)
     s = Session(endless, rho=1.0, delta=1e-5)
     timer = interrupt_after(endless, 0.5)
     with pytest.raises(KeyboardInterrupt):
@@ -147,12 +146,12 @@ def test_interrupt_surfaces_as_keyboard_interrupt(endless, monkeypatch, algo, sk
 def test_ctrl_c_runtime_error_becomes_keyboard_interrupt(small, monkeypatch):
     """Ctrl-C inside a DuckDB query raises RuntimeError('Query interrupted'): re-raised as KeyboardInterrupt;
     any other RuntimeError passes through unchanged."""
-    from duckdp.mechanisms import basic
+    from duckdp.stages.duckdb import DuckDBStages
 
     def ctrl_c(*args, **kwargs):
         raise RuntimeError("Query interrupted")
 
-    monkeypatch.setattr(basic, "run_basic_round", ctrl_c)
+    monkeypatch.setattr(DuckDBStages, "release", ctrl_c)
     with pytest.raises(KeyboardInterrupt) as info:
         duckdp.select(small, "t", algo="weighted_gaussian", epsilon=1, delta=1e-5)
     assert isinstance(info.value.__cause__, RuntimeError)
@@ -160,7 +159,7 @@ def test_ctrl_c_runtime_error_becomes_keyboard_interrupt(small, monkeypatch):
     def other(*args, **kwargs):
         raise RuntimeError("something else")
 
-    monkeypatch.setattr(basic, "run_basic_round", other)
+    monkeypatch.setattr(DuckDBStages, "release", other)
     with pytest.raises(RuntimeError, match="something else"):
         duckdp.select(small, "t", algo="weighted_gaussian", epsilon=1, delta=1e-5)
     assert leftovers(small) == []
