@@ -11,7 +11,7 @@ import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get
 from duckdp.mechanisms.base import RoundPlan
-from duckdp.mechanisms.mad import unbiased_vectors
+from duckdp.mechanisms.mad import MadRound, unbiased_vectors
 from duckdp.privacy.budget import EpsDelta, ZCDP
 from duckdp.privacy.mad import adaptive_threshold, max_reroute_fraction, reroute_fraction
 from duckdp.release import Spent
@@ -31,7 +31,7 @@ EPS = 1e-9
 def manual_plan(tau, f, min_degree=2, max_degree=10, beta_min=1.0, beta_max=1.0) -> RoundPlan:
     """A plan with chosen τ and f, to exercise truncation on small instances (σ, T unused here)."""
     return RoundPlan(EpsDelta(1, 1e-5), "gaussian", 1.0, 1.0,
-                     dict(tau=tau, reroute=f, min_degree=min_degree, max_degree=max_degree,
+                     MadRound(tau=tau, reroute=f, min_degree=min_degree, max_degree=max_degree,
                           beta_min=beta_min, beta_max=beta_max))
 
 
