@@ -110,9 +110,13 @@ class DuckDBStages(Stages):
         params = {"max_contributions": max_contributions, "trunc_salt": self.ctx.randomness.salt()}
         keys = self.ctx.key_aliases
         passes = self.truncation_passes()
-        if passes == 1:
-            return self._query("stage_truncate", {"sized": sized.sql, "keys": keys}, merge(sized.params, params))
         stored = sized.sql in self._tables
+        if passes == 1:
+            if stored:
+                return self._query("stage_truncate", {"sized": self._name(sized), "keys": keys}, params)
+            body = self._query("stage_truncate", {"sized": "sized", "keys": keys}, params)
+            return self._query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
+                               merge(sized.params, body.params))
         table = self._tables[sized.sql] if stored else self._store_as(sized, "sized")   # read once per pass; spills
         kept = self.ctx.temp_table("kept")
         self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": table},
