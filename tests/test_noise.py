@@ -68,13 +68,12 @@ def test_seeds():
 
 # -- counters and collisions -----------------------------------------------------------------------
 def _noised(con, table, item_col, seed=1):
-    """(rows, noise) of one weighted_gaussian-style round where every key has weight 0."""
+    """(keys, noise) of one weighted_gaussian-style round where every key has weight 0."""
     ctx = RunContext(con, resolve(con, table, "user_id", item_col, "n"), Randomness(seed))
     try:
         weights = f"SELECT DISTINCT {ctx.key_select}, 0.0 AS _dp_w FROM {ctx.source.sql}"
         nw = noise_stage.noisy_weights(ctx, weights, {}, "gaussian", 1.0)
-        keys = nw.keys(nw.rows, ctx.key_output)
-        return keys, nw.noisy[np.argsort(nw.rows)]
+        return nw.keys, nw.noisy
     finally:
         ctx.close()
 

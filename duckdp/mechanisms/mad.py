@@ -17,15 +17,16 @@ Cor. 3.3, adaptive); thresholds at αδ/2 and (1−α)δ/2. zCDP: (αρ, αδ) a
 Each stage is SQL: sql/mad_pairs.sql (distinct pairs with each user's key count) and
 sql/mad_bounded.sql / mad2r_bounded.sql + mad2r_biased.sql (user vectors), both materialised;
 sql/mad_weights.sql (stages 1–4); the shared noise stage (duckdp/noise_stage.py: noise and threshold);
-sql/mad2r_universe.sql + screen_round1 + sql/mad2r_status.sql (round-1 noisy weights on the whole
-universe and round-2 preprocessing, storing only the keys released, removed or biased).
+sql/mad2r_universe.sql + screen_round1 (streamed batch by batch through the noise stage) + sql/mad2r_status.sql
+(round-1 noisy weights on the whole universe and round-2 preprocessing, storing only the keys released,
+removed or biased).
 """
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from ..noise_stage import noisy_weights, release_keys
+from ..noise_stage import release_keys, scan_noisy
 from ..privacy.mad import (adaptive_threshold, biased_novelty, check_beta_max, check_beta_min, check_confidence,
                            check_degree, check_degrees, check_excess, check_split, reroute_fraction)
 from ..templates import quote_ident
@@ -108,6 +109,13 @@ def screen_round1(weights: np.ndarray, noisy: np.ndarray, plan1: RoundPlan, plan
     return {"_dp_released": released, "_dp_round2": round2, "_dp_beta": beta}
 
 
+def _exceptions(weights: np.ndarray, noisy: np.ndarray, plan1: RoundPlan, plan2: RoundPlan):
+    """The rows MAD2R stores between the rounds (released, removed or biased) and their decisions;
+    every other key goes to round 2 with β = 1."""
+    decided = screen_round1(weights, noisy, plan1, plan2)
+    return ~decided["_dp_round2"] | (decided["_dp_beta"] < 1), decided
+
+
 class Mad(Mechanism):
     name = "mad"
     citation = "Chen, Cohen-Addad, Epasto, Zadimoghaddam, ICML 2025, Alg. 3, Cor. 5.2 (spec docs/specs/mad-mad2r.md §5)"
@@ -164,17 +172,16 @@ class Mad2R(Mechanism):
         weighted, bound = weights_query(ctx, bounded1, plan1)
         universe, bound = ctx.render("mad2r_universe", {"weighted": weighted, "pairs": pairs, "keys": ctx.key_aliases},
                                      bound | {"max_contributions": max_contributions})
-        nw = noisy_weights(ctx, universe, bound, plan1.noise, plan1.scale)
-        decided = screen_round1(nw.weights, nw.noisy, plan1, plan2)
-        keep = ~decided["_dp_round2"] | (decided["_dp_beta"] < 1)            # store only the exceptions
+        exceptions = scan_noisy(ctx, universe, bound, plan1.noise, plan1.scale,
+                                lambda w, noisy: _exceptions(w, noisy, plan1, plan2), ctx.key_aliases)
+        ctx.execute("mad2r_status", {"target": status, "universe": universe, "keys": ctx.key_aliases}, bound)
         view = f"_duckdp_{ctx.run_id}_exceptions"
-        ctx.con.register(view, pa.table({"_dp_row": nw.rows[keep]} | {k: v[keep] for k, v in decided.items()}))
+        ctx.con.register(view, exceptions)
         try:
-            ctx.execute("mad2r_status", {"target": status, "noised": nw.table, "exceptions": quote_ident(view),
-                                         "keys": ctx.key_aliases}, {})
+            ctx.con.execute(f"INSERT INTO temp.main.{status} BY NAME SELECT * FROM {quote_ident(view)}")
         finally:
             ctx.con.unregister(view)
-        nw.drop()
+        del exceptions
         ctx.con.execute(f"DROP TABLE temp.main.{bounded1}")                    # free memory before round 2
         first = ctx.arrow("mad2r_released", {"status": status, "key_output": ctx.key_output}, {})
         biased_vectors(ctx, bounded2, pairs, status, max_contributions, plan2.extra["beta_min"],
