@@ -22,9 +22,9 @@ seeded releases are identical at any thread count and batch order.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa

@@ -112,6 +112,21 @@ def test_forced_counter_collisions_get_distinct_ranked_noise(con, monkeypatch):
     assert not np.array_equal(np.sort(z), np.sort(honest))
 
 
+@pytest.mark.parametrize("item", ["i % 97", "'k' || (i % 97)"])
+def test_noise_does_not_depend_on_batches(con, monkeypatch, item):
+    """The stream's batch size (and so which thread noises a key) changes nothing; no keys, no rows."""
+    con.execute(f"CREATE TABLE t AS SELECT i AS user_id, {item} AS item FROM range(500) r(i)")
+    keys, z = _noised(con, "t", "item")
+    monkeypatch.setattr(noise_stage, "BATCH_ROWS", 7)
+    small_keys, small_z = _noised(con, "t", "item")
+    ref = dict(zip(keys.column("item").to_pylist(), z))
+    assert len(ref) == 97 and dict(zip(small_keys.column("item").to_pylist(), small_z)) == ref
+    con.execute("CREATE TABLE e AS SELECT * FROM t WHERE false")
+    none, zn = _noised(con, "e", "item")
+    assert none.num_rows == 0 and none.column_names == ["item"] and zn.size == 0
+    assert leftovers(con) == []
+
+
 @pytest.mark.parametrize("kind", ["BIGINT", "INTEGER", "UBIGINT", "HUGEINT", "UHUGEINT", "VARCHAR", "BLOB",
                                   "DATE", "UUID", "INTEGER[]", "STRUCT(a INTEGER, b VARCHAR)", "composite"])
 def test_every_key_type_gets_distinct_noise(con, kind):
