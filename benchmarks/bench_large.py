@@ -9,6 +9,11 @@ process during the run (sampled from /proc), and the largest spill seen in duckd
 
     python benchmarks/bench_large.py                          # 100M rows, 2GB limit
     python benchmarks/bench_large.py --rows 5000000           # smoke run
+    python benchmarks/bench_large.py --rows 1000000000 --memory-limit 16GB --dir /big/disk   # 1B rows
+
+The noise stage streams the weights to Python in Arrow batches (duckdp/noise_stage.py), so Python
+holds one batch per thread plus the released keys (for MAD2R, the keys its screen stores), never
+all keys' arrays.
 """
 from __future__ import annotations
 
@@ -84,7 +89,7 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=5_000_000)
     ap.add_argument("--memory-limit", default="2GB")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--algos", nargs="+", default=["weighted_gaussian", "dpsips"])
+    ap.add_argument("--algos", nargs="+", default=["weighted_gaussian", "dpsips", "mad2r"])
     ap.add_argument("--max-contributions", type=int, default=100)
     ap.add_argument("--dir", default=None, help="where to put the database and spill files (default: a temp dir)")
     args = ap.parse_args()

@@ -3,89 +3,132 @@
     release_keys(ctx, weights_sql, weights_params, plan, key_output) -> pa.Table
         the keys whose weight + plan.scale · noise ≥ plan.threshold (plan: a RoundPlan, or any
         object with .noise, .scale, .threshold), with columns as `key_output` selects them.
+    scan_noisy(ctx, weights_sql, weights_params, kind, scale, choose, key_output) -> pa.Table
+        the general step: `choose(weights, noisy)` picks rows (and may add columns) batch by
+        batch, for stages that decide more than "over the threshold" (MAD2R's screen).
     noisy_weights(ctx, weights_sql, weights_params, kind, scale) -> NoisyWeights
-        the lower-level step: a TEMP table of the weights and their noisy values as numpy arrays,
-        for stages that decide more than "over the threshold" (MAD2R's screen); `.keys(rows, …)`
-        brings the keys of chosen rows back.
+        every key with its weight and noisy weight in memory (tests and small inputs).
 
 `weights_sql` selects the internal key columns `_dp_k0, …` and `_dp_w` (one row per distinct
-key). How: the weights go into a TEMP table with each key's PRF counter (duckdp/counters.py), are
-fetched as numpy (weights + counters + rowid), get one vectorised noise pass (duckdp/prf.py,
-chunked on a thread pool), are thresholded in numpy, and the released rows' keys come back by
-rowid — not by scan order, which DuckDB only keeps under `preserve_insertion_order`. Noise depends
-on (release key, round, counter, collision rank) only, so seeded releases are identical at any
-thread count. This replaces the per-chunk Python UDF, which serialised on the GIL.
+key). How: the weights query, with each key's PRF counter (duckdp/counters.py), is streamed from
+DuckDB as Arrow record batches; each batch gets one vectorised noise pass (duckdp/prf.py) on a
+thread pool sized to DuckDB's `threads`, and only the rows `choose` keeps (the released keys) are
+held. Memory stays bounded by the batches in flight plus the output at any input size. Integer
+keys (injective counters) go straight from the query; other keys are materialised once in a TEMP
+table so counter collisions among the keys present can be ranked before the stream (sql/
+noise_scan_ranked.sql). Noise depends on (release key, round, counter, collision rank) only, so
+seeded releases are identical at any thread count and batch order.
 """
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from .counters import counter_sql
-from .templates import quote_ident
+from .prf import noise
+
+BATCH_ROWS = 1 << 18        # rows per Arrow batch from DuckDB (bounded memory, enough work per task)
+
+# choose(weights, noisy) -> (mask of rows to keep, {column: values} to add to the kept rows)
+Chooser = Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, dict[str, np.ndarray]]"]
 
 
 @dataclass
 class NoisyWeights:
-    """One noised round: its TEMP table, and per row (same order) rowid, weight and noisy weight."""
+    """One noised round in memory: every key (`key_output` columns), its weight and noisy weight."""
 
-    ctx: object
-    table: str
-    rows: np.ndarray
+    keys: pa.Table
     weights: np.ndarray        # NaN where `_dp_w` is NULL
     noisy: np.ndarray          # weight (0 where NULL) + scale · noise
 
-    def keys(self, rows: np.ndarray, key_output: str) -> pa.Table:
-        """The keys of `rows` (rowids of this table) as `key_output` selects them."""
-        ctx = self.ctx
-        view = f"_duckdp_{ctx.run_id}_rows"
-        ctx.con.register(view, pa.table({"_dp_row": pa.array(rows, pa.int64())}))
-        try:
-            return ctx.arrow("noise_rows", {"table": self.table, "rows": quote_ident(view),
-                                            "key_output": key_output}, {})
-        finally:
-            ctx.con.unregister(view)
 
-    def drop(self) -> None:
-        self.ctx.con.execute(f"DROP TABLE IF EXISTS temp.main.{self.table}")
+def duckdb_threads(ctx) -> int:
+    """DuckDB's `threads` setting: the noise pool follows it."""
+    (threads,), = ctx.con.sql("SELECT current_setting('threads')").fetchall()
+    return max(1, int(threads))
 
 
-def collision_ranks(ctx, table: str, rows: np.ndarray) -> np.ndarray | None:
-    """Rank of each row among rows sharing its counter (0 for the rest), or None if no counter repeats."""
-    dups = ctx.arrow("noise_collisions", {"table": table, "keys": ctx.key_aliases}, {})
-    if dups.num_rows == 0:
-        return None
-    order = np.argsort(rows, kind="stable")
-    where = order[np.searchsorted(rows, dups.column("_dp_row").to_numpy(), sorter=order)]
-    ranks = np.zeros(rows.size, dtype=np.int64)
-    ranks[where] = dups.column("_dp_rank").to_numpy()
-    return ranks
+def _column(batch: pa.RecordBatch, i: int, dtype) -> np.ndarray:
+    col = batch.column(i)
+    if col.null_count:
+        return col.to_numpy(zero_copy_only=False).astype(dtype)
+    return col.to_numpy()
 
 
-def noisy_weights(ctx, weights_sql: str, weights_params: dict, kind: str, scale: float) -> NoisyWeights:
-    """Materialise the weights with counters and add `scale` · standard `kind` noise in numpy."""
+def scan_noisy(ctx, weights_sql: str, weights_params: dict, kind: str, scale: float, choose: Chooser,
+               key_output: str) -> pa.Table:
+    """Add `scale` · fresh standard `kind` noise to every weight; the rows `choose` keeps, as a table
+    of the `key_output` columns and the columns `choose` adds."""
     hi, lo, may_collide = counter_sql(ctx.source.key_types)
-    table = ctx.temp_table("noise")
-    ctx.execute("noise_weights", {"target": table, "weighted": weights_sql, "keys": ctx.key_aliases,
-                                  "counter_hi": hi, "counter_lo": lo}, weights_params)
-    data = ctx.con.sql(f"SELECT rowid AS _dp_row, _dp_w, _dp_chi, _dp_clo FROM {table}").to_arrow_table()
-    rows = data.column("_dp_row").to_numpy()
-    w = data.column("_dp_w")
-    weights = w.to_numpy() if w.null_count == 0 else w.to_numpy(zero_copy_only=False).astype(np.float64)
-    ranks = collision_ranks(ctx, table, rows) if may_collide else None
-    (threads,), = ctx.con.sql("SELECT current_setting('threads')").fetchall()    # DuckDB's, for the pool too
-    z = ctx.randomness.noise(kind, ctx.randomness.next_round(), data.column("_dp_chi").to_numpy(),
-                             data.column("_dp_clo").to_numpy(), ranks, int(threads))
-    noisy = np.where(np.isnan(weights), 0.0, weights) + scale * z
-    return NoisyWeights(ctx, table, rows, weights, noisy)
+    nkeys = len(ctx.source.keys)
+    round_tag = ctx.randomness.next_round()
+    table = None
+    if may_collide:       # digest counters: materialise once, rank collisions, then stream
+        table = ctx.temp_table("noise")
+        ctx.execute("noise_weights", {"target": table, "weighted": weights_sql, "keys": ctx.key_aliases,
+                                      "counter_hi": hi, "counter_lo": lo}, weights_params)
+        text, bound = ctx.render("noise_scan_ranked", {"table": table, "keys": ctx.key_aliases,
+                                                       "key_output": key_output}, {})
+    else:
+        text, bound = ctx.render("noise_scan", {"weighted": weights_sql, "key_output": key_output,
+                                                "counter_hi": hi, "counter_lo": lo}, weights_params)
+    threads = duckdb_threads(ctx)
+    key = ctx.randomness.key
+
+    def work(batch: pa.RecordBatch) -> pa.RecordBatch:
+        w = _column(batch, nkeys, np.float64)
+        ranks = _column(batch, nkeys + 3, np.int64) if may_collide else None
+        z = noise(kind, key, round_tag, _column(batch, nkeys + 1, np.int64), _column(batch, nkeys + 2, np.int64),
+                  ranks, threads=1)
+        noisy = np.where(np.isnan(w), 0.0, w) + scale * z
+        mask, extra = choose(w, noisy)
+        keep = pa.array(mask, pa.bool_())
+        cols = [batch.column(i).filter(keep) for i in range(nkeys)]
+        names = batch.schema.names[:nkeys]
+        for name, values in extra.items():
+            cols.append(pa.array(np.asarray(values)[mask]))
+            names.append(name)
+        return pa.RecordBatch.from_arrays(cols, names=names)
+
+    try:
+        reader = ctx.con.sql(text, params=bound).to_arrow_reader(BATCH_ROWS)
+        out: list[pa.RecordBatch] = []
+        with ThreadPoolExecutor(threads) as pool:       # DuckDB fills the next batch while numpy works
+            pending: deque = deque()
+            for batch in reader:
+                pending.append(pool.submit(work, batch))
+                while len(pending) > 2 * threads:
+                    out.append(pending.popleft().result())
+            out += [f.result() for f in pending]
+        if not out:
+            out.append(work(pa.RecordBatch.from_pylist([], schema=reader.schema)))
+        return pa.Table.from_batches(out)
+    finally:
+        if table is not None:
+            ctx.con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")
+
+
+def noisy_weights(ctx, weights_sql: str, weights_params: dict, kind: str, scale: float,
+                  key_output: str | None = None) -> NoisyWeights:
+    """Every key with its weight and noisy weight, in memory (scan_noisy keeping all rows)."""
+    def everything(w, noisy):
+        return np.ones(w.size, bool), {"_dp_w": w, "_dp_noisy": noisy}
+
+    t = scan_noisy(ctx, weights_sql, weights_params, kind, scale, everything, key_output or ctx.key_output)
+    nkeys = len(ctx.source.keys)
+    return NoisyWeights(t.select(list(range(nkeys))), t.column(nkeys).to_numpy(), t.column(nkeys + 1).to_numpy())
 
 
 def release_keys(ctx, weights_sql: str, weights_params: dict, plan, key_output: str) -> pa.Table:
     """Keys whose weight plus `plan.scale` · fresh `plan.noise` noise is at least `plan.threshold`."""
-    nw = noisy_weights(ctx, weights_sql, weights_params, plan.noise, plan.scale)
-    try:
-        return nw.keys(nw.rows[nw.noisy >= plan.threshold], key_output)
-    finally:
-        nw.drop()
+    threshold = plan.threshold
+
+    def over(w, noisy):
+        return noisy >= threshold, {}
+
+    return scan_noisy(ctx, weights_sql, weights_params, plan.noise, plan.scale, over, key_output)

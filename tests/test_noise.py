@@ -68,13 +68,12 @@ def test_seeds():
 
 # -- counters and collisions -----------------------------------------------------------------------
 def _noised(con, table, item_col, seed=1):
-    """(rows, noise) of one weighted_gaussian-style round where every key has weight 0."""
+    """(keys, noise) of one weighted_gaussian-style round where every key has weight 0."""
     ctx = RunContext(con, resolve(con, table, "user_id", item_col, "n"), Randomness(seed))
     try:
         weights = f"SELECT DISTINCT {ctx.key_select}, 0.0 AS _dp_w FROM {ctx.source.sql}"
         nw = noise_stage.noisy_weights(ctx, weights, {}, "gaussian", 1.0)
-        keys = nw.keys(nw.rows, ctx.key_output)
-        return keys, nw.noisy[np.argsort(nw.rows)]
+        return nw.keys, nw.noisy
     finally:
         ctx.close()
 
@@ -111,6 +110,21 @@ def test_forced_counter_collisions_get_distinct_ranked_noise(con, monkeypatch):
     zeros = np.zeros(300, np.uint64)
     assert np.array_equal(z, noise("gaussian", ctx_key, 0, zeros, zeros, ranks))
     assert not np.array_equal(np.sort(z), np.sort(honest))
+
+
+@pytest.mark.parametrize("item", ["i % 97", "'k' || (i % 97)"])
+def test_noise_does_not_depend_on_batches(con, monkeypatch, item):
+    """The stream's batch size (and so which thread noises a key) changes nothing; no keys, no rows."""
+    con.execute(f"CREATE TABLE t AS SELECT i AS user_id, {item} AS item FROM range(500) r(i)")
+    keys, z = _noised(con, "t", "item")
+    monkeypatch.setattr(noise_stage, "BATCH_ROWS", 7)
+    small_keys, small_z = _noised(con, "t", "item")
+    ref = dict(zip(keys.column("item").to_pylist(), z))
+    assert len(ref) == 97 and dict(zip(small_keys.column("item").to_pylist(), small_z)) == ref
+    con.execute("CREATE TABLE e AS SELECT * FROM t WHERE false")
+    none, zn = _noised(con, "e", "item")
+    assert none.num_rows == 0 and none.column_names == ["item"] and zn.size == 0
+    assert leftovers(con) == []
 
 
 @pytest.mark.parametrize("kind", ["BIGINT", "INTEGER", "UBIGINT", "HUGEINT", "UHUGEINT", "VARCHAR", "BLOB",

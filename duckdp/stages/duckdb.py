@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from ..noise_stage import noisy_weights, release_keys
+from ..noise_stage import release_keys, scan_noisy
 from . import Query
 from .base import Stages
 
@@ -200,18 +200,24 @@ class DuckDBStages(Stages):
         universe = self._query("mad2r_universe", {"weighted": weighted.sql, "pairs": self._name(pairs),
                                                   "keys": self.ctx.key_aliases},
                                merge(weighted.params, {"max_contributions": max_contributions}))
-        nw = noisy_weights(self.ctx, universe.sql, universe.params, plan1.noise, plan1.scale)
-        try:
-            decided = screen_round1(nw.weights, nw.noisy, plan1, plan2)
-            keep = ~decided["_dp_round2"] | (decided["_dp_beta"] < 1)      # store only the exceptions
-            exceptions = self.ctx.register("exceptions", pa.table({"_dp_row": nw.rows[keep]}
-                                                                  | {k: v[keep] for k, v in decided.items()}))
-            target = self.ctx.temp_table("status")
-            self.ctx.execute("mad2r_status", {"target": target, "noised": nw.table, "exceptions": exceptions,
-                                              "keys": self.ctx.key_aliases}, {})
-        finally:
-            nw.drop()
+        keys = self.ctx.key_aliases
+
+        def exceptions_of(w, noisy):      # store only the exceptions: released, removed or biased keys
+            decided = screen_round1(w, noisy, plan1, plan2)
+            return ~decided["_dp_round2"] | (decided["_dp_beta"] < 1), decided
+
+        exceptions = scan_noisy(self.ctx, universe.sql, universe.params, plan1.noise, plan1.scale,
+                                exceptions_of, keys)
+        target = self.ctx.temp_table("status")
+        self.ctx.execute("mad2r_status", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
+        self._insert_by_name(target, exceptions)
         return self._table(target)
+
+    def _insert_by_name(self, target: str, rows: pa.Table) -> None:
+        """Append Arrow rows to a TEMP table typed from the input (the insert casts keys back to the
+        input's types: HUGEINT, UUID, BLOB, lists, structs)."""
+        view = self.ctx.register("rows", rows)
+        self.ctx.con.execute(f"INSERT INTO temp.main.{target} BY NAME SELECT * FROM {view}")
 
     def mad2r_vectors(self, pairs: Query, status: Query, max_contributions: int, beta_min: float,
                       beta_max: float) -> Query:
@@ -253,20 +259,22 @@ class DuckDBStages(Stages):
         weighted = self.adaptive_sips_weights(vectors)
         universe = self._query("adaptive_sips_universe", {"remaining": remaining.sql, "weighted": weighted.sql,
                                                           "keys": keys}, merge(remaining.params, weighted.params))
-        nw = noisy_weights(self.ctx, universe.sql, universe.params, plan.noise, plan.scale)
-        try:
-            released, level = next_state(nw.weights, nw.noisy, plan, params)
-            decided = self.ctx.register("decided", pa.table({
-                "_dp_row": nw.rows, "_dp_level": level,
-                "_dp_round": pa.array(np.where(released, index, 0), pa.int32(), mask=~released)}))
-            target = self.ctx.temp_table("state")
-            old = self._name(state) if state is not None else f"(SELECT {keys}, 0.0 AS _dp_level, " \
-                                                             f"NULL::INTEGER AS _dp_round FROM {nw.table} LIMIT 0)"
-            self.ctx.execute("adaptive_sips_state", {"target": target, "noised": nw.table, "decided": decided,
-                                                     "keys": keys, "state": old}, {})
-        finally:
-            nw.drop()
-        return self._table(target), int(released.sum())
+        counted = [0]
+
+        def decide(w, noisy):             # keys still in play or released this round get a state row
+            released, level = next_state(w, noisy, plan, params)
+            counted[0] += int(released.sum())
+            return (level > 0) | released, {"_dp_level": level, "_dp_released": released}
+
+        decided = scan_noisy(self.ctx, universe.sql, universe.params, plan.noise, plan.scale, decide, keys)
+        target = self.ctx.temp_table("state")
+        self.ctx.execute("adaptive_sips_state", {"target": target, "universe": universe.sql, "keys": keys},
+                         universe.params)
+        view = self.ctx.register("decided", decided)
+        self.ctx.execute("adaptive_sips_decided", {"target": target, "decided": view, "keys": keys}, {"round": index})
+        if state is not None:             # the keys earlier rounds released stay in the output
+            self.ctx.execute("adaptive_sips_carry", {"target": target, "state": self._name(state), "keys": keys}, {})
+        return self._table(target), counted[0]
 
     def adaptive_sips_released(self, state: Query) -> Query:
         return self._query("adaptive_sips_released", {"state": self._name(state), "keys": self.ctx.key_aliases})
