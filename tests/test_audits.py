@@ -222,7 +222,8 @@ UNDER = [0, 1, 2, 3]      # single-key users already on I; thresholds at BUDGET_
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_audit_user_just_under_threshold(con, monkeypatch, algo):
-    runs = 12 if algo == "dpsips" else 6     # DP-SIPS spreads ε over 3 rounds: its broken variant is subtler
+    # DP-SIPS and adaptive SIPS spread ε over 3 rounds: their broken variants are subtler
+    runs = 12 if algo in ("dpsips", "adaptive_sips") else 6
     check(con, monkeypatch, algo, BUDGET_B, d0_for(algo), scenario_under(UNDER, 1000), ["I"], runs, doubled_weight, "B")
 
 
