@@ -221,6 +221,7 @@ UNDER = [0, 1, 2, 3]      # single-key users already on I; thresholds at BUDGET_
 
 
 @pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.slow
 def test_audit_user_just_under_threshold(con, monkeypatch, algo):
     # DP-SIPS and adaptive SIPS spread ε over 3 rounds: their broken variants are subtler
     runs = 12 if algo in ("dpsips", "adaptive_sips") else 6
@@ -232,6 +233,7 @@ HEAVY_USERS = 10     # users holding only H_h: its weight (≈ 10.7) is above MA
 
 
 @pytest.mark.parametrize("algo", ADAPTIVE)
+@pytest.mark.slow
 def test_audit_all_heavy_user(con, algo):
     """C: the added user's keys are all heavy; adaptivity (re-truncation after release in DP-SIPS,
     rerouting of truncated excess in MAD/MAD2R, who fills which key first in the policies) is the

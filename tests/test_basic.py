@@ -59,6 +59,7 @@ def test_truncation_keeps_exactly_min_size_and_weights_use_kept_size(con):
     assert l2 == pytest.approx(np.sqrt(kept).sum())  # each adds kept/√kept = √kept in total
 
 
+@pytest.mark.slow
 def test_truncation_is_uniform_per_user(con):
     """A user with 20 items keeps each with probability Δ0/20 across salts (keyed-hash subsample)."""
     make_table(con, "t", np.zeros(20, dtype=np.int64), np.arange(20))
@@ -87,6 +88,7 @@ STAT_CASES = [("weighted_gaussian", ZCDP(0.1, 1e-5)), ("weighted_gaussian", EpsD
 
 
 @pytest.mark.parametrize("algo, budget", STAT_CASES)
+@pytest.mark.slow
 def test_released_count_matches_exact_expectation(con, algo, budget):
     users, items = random_sets(10000, 5000, 8, 11)
     make_table(con, "t", users, items)
@@ -178,6 +180,7 @@ def test_release_object(con):
     assert {"weighted_gaussian", "weighted_laplace", "count_gaussian", "count_laplace"} <= names
 
 
+@pytest.mark.slow
 def test_audit_two_thousand_seeded_runs(con):
     """The audit above with one novel user per run, as 2,000 separately seeded releases
     (weighted_gaussian, zCDP at δ = 0.2): frequency ≤ δ within 4 standard errors, and exact."""

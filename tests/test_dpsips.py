@@ -198,6 +198,7 @@ def test_retruncation_keeps_min_size_after_removal(con):
     assert not removed & got.keys()
 
 
+@pytest.mark.slow
 def test_retruncation_is_uniform_with_a_fresh_salt(con):
     """A user with 20 keys, 4 removed, Δ0 = 5: each remaining key kept with probability 5/16."""
     make_table(con, "t", np.zeros(20, dtype=np.int64), np.arange(20))
@@ -240,6 +241,7 @@ def test_multicolumn_keys_odd_names_and_empty_input(con):
 
 
 # -- statistics ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_mean_released_matches_monte_carlo_reference(con):
     """Mean per-round counts over 20 SQL seeds vs 400 reference runs with the same σ_i, T_i, within 4 SE."""
     users, items = random_sets(2000, 3000, 25, 11)

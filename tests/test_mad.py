@@ -204,6 +204,7 @@ def _random_pair(rng, biased):
 
 
 @pytest.mark.parametrize("biased", [False, True])
+@pytest.mark.slow
 def test_sensitivity_random_pairs_reference(biased):
     rng = np.random.default_rng(10 + biased)
     worst = max(_check_pair(*_random_pair(rng, biased), ref_weights) for _ in range(1000))
@@ -234,6 +235,7 @@ def _adversarial(max_degree, tau, bmin, bmax, rng):
 
 
 @pytest.mark.parametrize("biased", [False, True])
+@pytest.mark.slow
 def test_sensitivity_adversarial_reference(biased):
     rng = np.random.default_rng(3)
     bmin, bmax = (0.5, 1.3) if biased else (1.0, 1.0)
@@ -270,6 +272,7 @@ def test_sensitivity_sql_path(con, biased):
 
 
 # -- stochastic dominance and the §6.2 example (spec §7) -------------------------------------------------
+@pytest.mark.slow
 def test_stochastic_dominance_condition(con):
     """Thm 6.1 weights: MAD ≥ Basic where ŵ_i < τ, MAD ≥ τ elsewhere (SQL path and reference)."""
     rng = np.random.default_rng(4)
@@ -391,6 +394,7 @@ def test_mad_released_count_matches_exact_expectation(con):
     assert abs(counts.mean() - p.sum()) < 4 * math.sqrt(var / runs)
 
 
+@pytest.mark.slow
 def test_mad2r_released_count_matches_reference_monte_carlo(con):
     """Per-round and total counts vs a Monte-Carlo of the reference; c_L = 1 so that round 2 has biased keys."""
     sets, m = _instance()
