@@ -24,7 +24,8 @@
 -- setseed() reseeds), which is not a cryptographically secure source, and from DuckDB's hash(),
 -- which is not a keyed PRF: whoever can predict random() can undo the noise. Each round draws
 -- 64-bit salts from random() once, in a one-row AS MATERIALIZED CTE; every item's noise is then
--- Φ⁻¹ of a uniform taken from hash(hash(item) xor salt). So no volatile call is ever substituted
+-- Φ⁻¹ of a uniform taken from hash(salt, key id), the key id being the key's rank among the
+-- round's keys (so distinct keys never share a counter). So no volatile call is ever substituted
 -- into a macro argument, noise is fresh per item and per round, and runs are reproducible after
 -- setseed() whatever the thread count. For secure noise use Python: `duckdp.install_macros(con)`
 -- installs these same macros with duckdp's noise UDFs (keyed by a secret from os.urandom) in
@@ -131,9 +132,11 @@ CREATE OR REPLACE TEMP MACRO duckdp_ndtri(p) AS list_transform([p::DOUBLE], lamb
 -- A fresh 64-bit salt from two random() draws (volatile: call it only in a one-row CTE).
 CREATE OR REPLACE TEMP MACRO duckdp_salt() AS
   ((floor(random() * 4294967296.0e0)::UBIGINT << 32) | floor(random() * 4294967296.0e0)::UBIGINT);
--- value + scale·N(0, 1), the normal drawn by inversion of a keyed-hash uniform of `counter`.
-CREATE OR REPLACE TEMP MACRO duckdp_gaussian_noise(value, scale, counter) AS
-  value::DOUBLE + scale::DOUBLE * duckdp_ndtri(duckdp_hash_uniform(counter));
+-- value + scale·N(0, 1), the normal drawn by inversion of a hash uniform of the counter (salt, key id):
+-- key ids are distinct within a round and hash(salt, ·) is injective for a fixed salt (DuckDB mixes
+-- the second argument with a bijective murmur64 finaliser), so distinct keys get distinct counters.
+CREATE OR REPLACE TEMP MACRO duckdp_gaussian_noise(value, scale, salt, key_id) AS
+  value::DOUBLE + scale::DOUBLE * duckdp_ndtri(duckdp_hash_uniform(hash(salt::UBIGINT, key_id::UBIGINT)));
 -- </duckdp:noise-hooks>
 
 -- ---------------------------------------------------------------------------------------------
@@ -267,10 +270,10 @@ WITH plan AS MATERIALIZED (      -- σ and T (no data read) and this run's salts
          sum(pow(least(_dp_size, max_contributions), -weight_exponent)) AS _dp_w
   FROM ranked WHERE _dp_rank <= max_contributions GROUP BY ALL
 ), released AS (     -- keys whose weight plus fresh noise (keyed by the key's salted hash) clears T
-  SELECT weighted.* FROM weighted, plan
-  WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, xor(hash(_dp_item), plan._dp_noise_salt)) >= plan.threshold
+  SELECT weighted.* FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM weighted) AS weighted, plan
+  WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, plan._dp_noise_salt, _dp_key_id::UBIGINT) >= plan.threshold
 )
-SELECT * EXCLUDE (_dp_item, _dp_w) FROM released;
+SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) FROM released;
 
 -- Weighted Gaussian: weight 1/√|W̄_u|, ℓ2 sensitivity 1, ρ(k) = 1/√k (Gopi et al. 2020 Thm 5.1;
 -- zCDP: DP-SIPS Alg. 2, Thm 13).
@@ -305,35 +308,35 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
 ), pairs0 AS MATERIALIZED (      -- distinct (user, key) pairs of the input
   SELECT * FROM duckdp_pairs(tbl, user_col, item_col)
 ), round0 AS MATERIALIZED (      -- round 0: truncate, weigh 1/√|W̄_u|, add noise, threshold
-  SELECT w.* EXCLUDE (_dp_w) FROM (
+  SELECT w.* EXCLUDE (_dp_w, _dp_key_id) FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM (
     SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
     FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
                                          ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[1])) AS _dp_rank,
                  count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs0 AS p, plan)
-    WHERE _dp_rank <= max_contributions GROUP BY ALL) AS w, plan
-  WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[1], xor(hash(_dp_item), plan._dp_noise_salt[1]))
+    WHERE _dp_rank <= max_contributions GROUP BY ALL)) AS w, plan
+  WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[1], plan._dp_noise_salt[1], _dp_key_id::UBIGINT)
         >= plan._dp_threshold[1]
 ), pairs1 AS MATERIALIZED (      -- pairs whose key round 0 did not release (Alg. 3 line 9)
   SELECT * FROM pairs0 WHERE _dp_item NOT IN (SELECT _dp_item FROM round0)
 ), round1 AS MATERIALIZED (      -- round 1, same steps on the remaining pairs
-  SELECT w.* EXCLUDE (_dp_w) FROM (
+  SELECT w.* EXCLUDE (_dp_w, _dp_key_id) FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM (
     SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
     FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
                                          ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[2])) AS _dp_rank,
                  count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs1 AS p, plan)
-    WHERE _dp_rank <= max_contributions GROUP BY ALL) AS w, plan
-  WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[2], xor(hash(_dp_item), plan._dp_noise_salt[2]))
+    WHERE _dp_rank <= max_contributions GROUP BY ALL)) AS w, plan
+  WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[2], plan._dp_noise_salt[2], _dp_key_id::UBIGINT)
         >= plan._dp_threshold[2]
 ), pairs2 AS MATERIALIZED (      -- pairs whose key rounds 0–1 did not release
   SELECT * FROM pairs1 WHERE _dp_item NOT IN (SELECT _dp_item FROM round1)
 ), round2 AS MATERIALIZED (      -- round 2, with the largest share of the budget
-  SELECT w.* EXCLUDE (_dp_w) FROM (
+  SELECT w.* EXCLUDE (_dp_w, _dp_key_id) FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM (
     SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
     FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
                                          ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[3])) AS _dp_rank,
                  count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs2 AS p, plan)
-    WHERE _dp_rank <= max_contributions GROUP BY ALL) AS w, plan
-  WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[3], xor(hash(_dp_item), plan._dp_noise_salt[3]))
+    WHERE _dp_rank <= max_contributions GROUP BY ALL)) AS w, plan
+  WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[3], plan._dp_noise_salt[3], _dp_key_id::UBIGINT)
         >= plan._dp_threshold[3]
 )
 SELECT * EXCLUDE (_dp_item) FROM (FROM round0 UNION ALL FROM round1 UNION ALL FROM round2);
@@ -386,7 +389,7 @@ WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the 
         FROM bounded AS b LEFT JOIN excess USING (_dp_user), plan)
   GROUP BY ALL
 ), released AS (     -- keys whose MAD weight plus fresh noise clears T (spec §2 step 5)
-  SELECT weighted.* FROM weighted, plan
-  WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, xor(hash(_dp_item), plan._dp_noise_salt)) >= plan.threshold
+  SELECT weighted.* FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM weighted) AS weighted, plan
+  WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, plan._dp_noise_salt, _dp_key_id::UBIGINT) >= plan.threshold
 )
-SELECT * EXCLUDE (_dp_item, _dp_w) FROM released;
+SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) FROM released;

@@ -206,10 +206,10 @@ def test_installed_released_counts_match_expectation():
 
 @needs_cli
 def test_cli_noise_hook_is_fresh_standard_normal():
-    """The pure-SQL hook gives every (key, salt) its own N(0, 1) draw: 20,000 keys under one salt
-    are distinct and pass a KS test; a second salt gives uncorrelated values for the same keys."""
+    """The pure-SQL hook gives every (salt, key id) its own N(0, 1) draw: 20,000 key ids under one
+    salt are distinct and pass a KS test; a second salt gives uncorrelated values for the same ids."""
     rows = run_cli("""CREATE TEMP TABLE salts AS SELECT duckdp_salt() AS a, duckdp_salt() AS b;
-        SELECT duckdp_gaussian_noise(0, 1, xor(hash(i), a)) AS x, duckdp_gaussian_noise(0, 1, xor(hash(i), b)) AS y
+        SELECT duckdp_gaussian_noise(0, 1, a, i) AS x, duckdp_gaussian_noise(0, 1, b, i) AS y
         FROM range(20000) r(i), salts;""")
     x = np.array([float(r["x"]) for r in rows])
     y = np.array([float(r["y"]) for r in rows])
@@ -250,12 +250,12 @@ def test_mad_weights_equal_reference(mcon):
     mcon.execute("CREATE TABLE t AS SELECT unnest($u) AS user_id, unnest($i) AS item", {"u": users, "i": items})
     seen = []
 
-    def record(value, scale, counter):
+    def record(value, scale, salt, key_id):
         seen.extend(value.to_pylist())
         return value
 
     mcon.remove_function("duckdp_gaussian_noise")
-    mcon.create_function("duckdp_gaussian_noise", record, ["DOUBLE", "DOUBLE", "UBIGINT"], "DOUBLE",
+    mcon.create_function("duckdp_gaussian_noise", record, ["DOUBLE", "DOUBLE", "UBIGINT", "UBIGINT"], "DOUBLE",
                          type="arrow", side_effects=True)
     ((sigma, threshold),) = mcon.sql("SELECT sigma, threshold FROM duckdp_plan(rho := 5, delta := 1e-3, "
                                      "max_contributions := 8)").fetchall()
@@ -330,3 +330,25 @@ def test_install_replaces_hooks_and_is_repeatable(mcon):
     assert funcs == {"duckdp_salt": "scalar", "duckdp_gaussian_noise": "scalar"}  # UDFs, not macros
     duckdp.install_macros(mcon, seed=11)  # reinstalling replaces the UDFs instead of failing
     assert "random()" in macro_sql() and "<duckdp:noise-hooks>" in macro_sql()
+
+
+def test_colliding_keys_get_independent_noise_in_the_macros(mcon):
+    """Issue #11 part 1 in the macros: two VARCHAR keys that collide under a 64-bit hash must still get
+    different PRF inputs. The recording hook sees each released round's (salt, key id) pairs: key
+    ids are distinct within a round whatever the keys' hashes (they are ranks, not hashes)."""
+    mcon.execute("CREATE TABLE c AS SELECT (i % 300)::VARCHAR AS user_id, 'k' || (i % 50)::VARCHAR AS item "
+                 "FROM range(3000) r(i)")
+    seen = []
+
+    def record(value, scale, salt, key_id):
+        seen.extend(zip(salt.to_pylist(), key_id.to_pylist(), strict=True))
+        return value
+
+    mcon.remove_function("duckdp_gaussian_noise")
+    mcon.create_function("duckdp_gaussian_noise", record, ["DOUBLE", "DOUBLE", "UBIGINT", "UBIGINT"], "DOUBLE",
+                         type="arrow", side_effects=True)
+    for macro in ("duckdp_weighted_gaussian", "duckdp_dpsips", "duckdp_mad"):
+        seen.clear()
+        mcon.sql(f"SELECT * FROM {macro}('c', 'user_id', 'item', rho := 1, delta := 1e-5, "
+                 "max_contributions := 5)").fetchall()
+        assert len(seen) >= 50 and len(set(seen)) == len(seen), macro    # one draw per (round, key)
