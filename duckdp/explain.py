@@ -8,9 +8,8 @@ the plan its run used.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa

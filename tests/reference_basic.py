@@ -4,7 +4,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 
-
 def basic_weights(users, items, exponent: float, max_contributions: int) -> dict:
     """Per-item weights when no user exceeds Δ0: Σ_u |W_u|^(−exponent) over users holding the item."""
     sets = defaultdict(set)

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import leftovers, make_table, random_sets
 from scipy import stats
 from scipy.special import ndtr
 
@@ -12,8 +13,6 @@ import duckdp
 from duckdp.count_release import count_sigma, gumbel_noise, gumbel_threshold, private_count_release
 from duckdp.privacy.budget import ZCDP
 from duckdp.rng import Randomness
-
-from conftest import leftovers, make_table, random_sets
 
 PAPER = {"initial_epsilon": 5e-4, "delta_per_call": 1e-11, "kbar": 10_000, "relative_error": 0.1}
 

@@ -7,20 +7,19 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from conftest import leftovers, make_table, random_sets
 from scipy.special import ndtr, ndtri
 
 import duckdp
 from duckdp.mechanisms import get
 from duckdp.mechanisms.dpsips import DPSIPS, round_shares, round_weights
-from duckdp.privacy.budget import EpsDelta, ZCDP, split_exact
+from duckdp.privacy.budget import ZCDP, EpsDelta, split_exact
 from duckdp.privacy.calibration import analytic_gaussian_sigma, gaussian_threshold
 from duckdp.release import Spent
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
 from duckdp.stages.duckdb import DuckDBStages
-
-from conftest import leftovers, make_table, random_sets
 
 MECH = DPSIPS()
 DEFAULT = {"iterations": 3, "ratio": 1 / 3}

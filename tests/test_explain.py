@@ -7,12 +7,11 @@ from types import SimpleNamespace
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import leftovers
 from scipy import stats
 
 import duckdp
 from duckdp.errors import InvalidParameter
-
-from conftest import leftovers
 
 
 def crossing(prob, target: float, n: int) -> bool:

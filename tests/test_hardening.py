@@ -7,13 +7,12 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import leftovers, make_table, random_sets
 
 import duckdp
 from duckdp import InvalidParameter, Session
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
-
-from conftest import leftovers, make_table, random_sets
 
 ALGOS = [a["name"] for a in duckdp.algorithms()] + ["pcr"]
 DESC = {a["name"]: a for a in duckdp.algorithms()}

@@ -23,7 +23,7 @@ import duckdp
 from duckdp.macros import macro_sql
 from duckdp.mechanisms import get
 from duckdp.mechanisms.basic import gaussian_round
-from duckdp.privacy.budget import EpsDelta, ZCDP
+from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import constant_novelty, gaussian_release_probability, weighted_l2_novelty
 from duckdp.templates import sql_dir
 

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import leftovers
 from scipy.stats import beta as beta_dist
 from scipy.stats import gumbel_r, kstest, laplace, norm
 
@@ -15,8 +16,6 @@ from duckdp.prf import PRFKey, _aes, noise
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
-
-from conftest import leftovers
 
 _M, _MASK = 0xD6E8FEB86659FD93, 2**64 - 1
 _M_INV = pow(_M, -1, 2**64)

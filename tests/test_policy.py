@@ -4,19 +4,18 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import DATA, leftovers, make_table, random_sets
 
 import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get, policy
 from duckdp.mechanisms.policy_updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
-from duckdp.privacy.budget import EpsDelta, ZCDP
+from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import gaussian_release_probability, laplace_release_probability
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
 from duckdp.stages.duckdb import DuckDBStages
-
-from conftest import DATA, leftovers, make_table, random_sets
 
 ALGOS = ["policy_laplace", "policy_gaussian", "policy_gaussian_l1", "gw"]
 

@@ -8,12 +8,11 @@ import threading
 import duckdb
 import numpy as np
 import pytest
+from conftest import leftovers
 
 import duckdp
 from duckdp import InvalidParameter, SchemaError, Session, cli
 from duckdp.rng import Randomness
-
-from conftest import leftovers
 
 BAD_NUMBERS = [True, False, np.bool_(True), "1", "1e-6", b"1", [1.0], 1 + 0j]
 DESC = {a["name"]: a for a in duckdp.algorithms()}

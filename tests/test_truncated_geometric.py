@@ -4,14 +4,13 @@ import math
 
 import numpy as np
 import pytest
+from conftest import leftovers
 from scipy.optimize import linprog
 
 import duckdp
 from duckdp.mechanisms import get
 from duckdp.mechanisms.truncated_geometric import keep_probabilities
 from duckdp.privacy.budget import EpsDelta
-
-from conftest import leftovers
 
 CASES = [(1.0, 1e-5), (0.1, 1e-3), (2.0, 0.05), (0.5, 1e-9)]
 
