@@ -158,7 +158,7 @@ def time_all(con, rows: int, algos: list[dict], repeat: int, seed: int, threads:
     for info in algos:
         extra = {"allow_unproven": True} if info.get("unproven") else {}
         kw = budget_for(info) | extra
-        res = measure(lambda: duckdp.select(con, "synth", algo=info["name"], max_contributions=DELTA0, seed=seed, **kw),
+        res = measure(lambda info=info, kw=kw: duckdp.select(con, "synth", algo=info["name"], max_contributions=DELTA0, seed=seed, **kw),
                       repeat)
         out.append({"rows": rows, "name": info["name"], "budget": kw, **res, "released": len(res["result"])})
     floor = out[0]["seconds"]
@@ -190,7 +190,7 @@ def plot(results: list[dict], path: Path) -> None:
         pts = sorted((r["rows"], r["seconds"]) for r in results if r["name"] == name)
         style = {"color": "black", "linewidth": 2.5} if name == FLOOR else (
             {"color": "gray", "linestyle": ":"} if name == GROUP_BY else {"color": colors[i % 20]})
-        ax.plot(*zip(*pts), marker="o", label=name, **style)
+        ax.plot(*zip(*pts, strict=True), marker="o", label=name, **style)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("rows (synthetic, DP-SIPS recipe)")

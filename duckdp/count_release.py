@@ -113,7 +113,7 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
         else:
             eps *= math.sqrt(2.0)                                  # Alg. 2: ε ← √2·ε after ⊥
         call += 1
-    columns = list(zip(*log_rows)) if log_rows else [[]] * 9
+    columns = list(zip(*log_rows, strict=True)) if log_rows else [[]] * 9
     ledger = pa.table({
         "step": pa.array(range(len(log_rows)), pa.int64()),
         "mechanism": pa.array(columns[0], pa.string()),

@@ -174,7 +174,7 @@ def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, ho
     exponent = mech.exponent or 0.0
     guarantees = [mech.explain_round(i, plan, params) for i, plan in enumerate(plans)]
     rounds = []
-    for i, (plan, g) in enumerate(zip(plans, guarantees)):
+    for i, (plan, g) in enumerate(zip(plans, guarantees, strict=True)):
         r = RoundExplanation(i, plan.budget, plan.noise, plan.scale, plan.threshold, g.kind, g.weighting,
                              notes=list(g.notes), probability=g.probability)
         if r.probability is not None:

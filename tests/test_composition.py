@@ -40,7 +40,7 @@ def mp_mu(epsilon, delta):
 
 def composed_mu(rounds, sensitivities=None):
     sensitivities = sensitivities or [1.0] * len(rounds.sigmas)
-    return math.sqrt(math.fsum((d / s) ** 2 for s, d in zip(rounds.sigmas, sensitivities)))
+    return math.sqrt(math.fsum((d / s) ** 2 for s, d in zip(rounds.sigmas, sensitivities, strict=True)))
 
 
 def test_golden_dpsips_rounds():

@@ -29,7 +29,7 @@ DEFAULT = {"iterations": 3, "ratio": 1 / 3}
 def reference_weights(users, items, removed: set) -> dict:
     """One round's weights with no truncation: Σ over users of 1/√|W_u \\ removed| on W_u \\ removed."""
     sets = defaultdict(set)
-    for u, i in zip(users, items):
+    for u, i in zip(users, items, strict=True):
         sets[u].add(i)
     weights = defaultdict(float)
     for s in sets.values():
@@ -90,7 +90,7 @@ def test_shares_golden():
 def test_zcdp_plan_golden():
     plan = MECH.plan(ZCDP(0.1, 1e-5), 100, DEFAULT)
     rhos = [0.1 / 13, 0.3 / 13, 0.9 / 13]
-    for rp, rho, sigma in zip(plan, rhos, [8.0622577, 4.6547466, 2.6874192]):
+    for rp, rho, sigma in zip(plan, rhos, [8.0622577, 4.6547466, 2.6874192], strict=True):
         assert rp.budget.rho == pytest.approx(rho, rel=1e-14)
         assert rp.budget.delta == pytest.approx(rho * 1e-4, rel=1e-14)
         assert rp.scale == pytest.approx(1 / math.sqrt(2 * rho), rel=1e-11) == pytest.approx(sigma, abs=1e-6)
@@ -107,7 +107,7 @@ def test_epsdelta_rounds_compose_exactly():
     plan = MECH.plan(EpsDelta(1.0, 1e-5), 100, DEFAULT)
     mu = 1 / analytic_gaussian_sigma(1.0, 0.5e-5)
     assert mu == pytest.approx(0.25745719589, abs=1e-11)
-    for rp, share in zip(plan, [1 / 13, 3 / 13, 9 / 13]):
+    for rp, share in zip(plan, [1 / 13, 3 / 13, 9 / 13], strict=True):
         assert (rp.budget.epsilon, rp.budget.delta) == pytest.approx((share, share * 1e-5), rel=1e-14)
         assert rp.scale == pytest.approx(1 / (mu * math.sqrt(share)), rel=1e-11)
         assert rp.novel_delta == pytest.approx(share * 0.5e-5, rel=1e-14)

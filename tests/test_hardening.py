@@ -40,7 +40,7 @@ def release(con, table, algo, sure=False, session=None, **kw):
         args = dict(algo=algo, max_contributions=4, seed=3, **budget(algo, sure), **extra, **kw)
         r = target.select(con, table, **args) if session is None else target.select(table, **args)
         keys = r.to_arrow()
-    return sorted(map(tuple, zip(*[c.to_pylist() for c in keys.columns])))
+    return sorted(map(tuple, zip(*[c.to_pylist() for c in keys.columns], strict=True)))
 
 
 @pytest.fixture

@@ -120,7 +120,7 @@ def test_dpsips_plan_equals_python(mcon, budget, ratio):
                     params={"a": amount, "d": budget.delta, "r": ratio}).fetchall()
     plan = get("dpsips").plan(budget, 50, {"iterations": 3, "ratio": ratio})
     assert len(rows) == len(plan) == 3
-    for (a, d, sigma, threshold), p in zip(rows, plan):
+    for (a, d, sigma, threshold), p in zip(rows, plan, strict=True):
         want = p.budget.epsilon if kind == "epsilon" else p.budget.rho
         assert a == pytest.approx(want, rel=1e-12) and d == pytest.approx(p.budget.delta, rel=1e-12)
         assert sigma == pytest.approx(p.scale, rel=1e-9) and threshold == pytest.approx(p.threshold, rel=1e-9)

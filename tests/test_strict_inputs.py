@@ -51,7 +51,7 @@ def test_budget_and_core_parameters_refuse_booleans_and_strings(small, bad):
     refused(lambda: Session(small, rho=1.0, delta=bad), "delta")
     for name in ("rho", "delta", "seed", "initial_epsilon", "delta_per_call", "kbar", "relative_error"):
         args = dict(rho=0.5, delta=1e-5, seed=1) | {name: bad}
-        refused(lambda: duckdp.count_release(small, "t", **args), name)
+        refused(lambda args=args: duckdp.count_release(small, "t", **args), name)
     assert leftovers(small) == []
 
 

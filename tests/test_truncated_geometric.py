@@ -44,10 +44,14 @@ def lp_optimum(eps, delta, n_max):
     rows, rhs = [], []
     for n in range(1, n_max + 1):
         for a, b in ((n, n - 1), (n - 1, n)):
-            r = np.zeros(n_max + 1); r[a], r[b] = 1, -e          # π(a) ≤ e^ε π(b) + δ
-            rows.append(r); rhs.append(delta)
-            r = np.zeros(n_max + 1); r[a], r[b] = -1, e          # 1−π(a) ≤ e^ε(1−π(b)) + δ
-            rows.append(r); rhs.append(delta + e - 1)
+            r = np.zeros(n_max + 1)
+            r[a], r[b] = 1, -e                                   # π(a) ≤ e^ε π(b) + δ
+            rows.append(r)
+            rhs.append(delta)
+            r = np.zeros(n_max + 1)
+            r[a], r[b] = -1, e                                   # 1−π(a) ≤ e^ε(1−π(b)) + δ
+            rows.append(r)
+            rhs.append(delta + e - 1)
     bounds = [(0, 0)] + [(0, 1)] * n_max
     res = linprog(-np.ones(n_max + 1), A_ub=np.array(rows), b_ub=np.array(rhs), bounds=bounds, method="highs")
     assert res.success

@@ -62,11 +62,11 @@ def gaussian_rounds(budget: Budget, shares, sensitivities=None) -> GaussianRound
         mu = 1.0 / analytic_gaussian_sigma(budget.epsilon, budget.delta / 2)
         novel = budget.delta / 2
         # μ_j = Δ_j/σ_j with μ_j² = share_j·μ², σ rounded up so √Σμ_j² ≤ μ (Dong et al. Cor. 3.3).
-        sigmas = [_up(d / (mu * math.sqrt(s))) for s, d in zip(shares, sensitivities)]
+        sigmas = [_up(d / (mu * math.sqrt(s))) for s, d in zip(shares, sensitivities, strict=True)]
     else:
         mu = math.sqrt(2 * budget.rho)        # ρ-zCDP Gaussians: Δ²/(2σ²) = ρ ⇔ Δ/σ = √(2ρ)
         novel = budget.delta
-        sigmas = [zcdp_sigma(r, d) for r, d in zip(_exact_parts(budget.rho, shares), sensitivities)]
+        sigmas = [zcdp_sigma(r, d) for r, d in zip(_exact_parts(budget.rho, shares), sensitivities, strict=True)]
     return GaussianRounds(mu, sigmas, _exact_parts(novel, shares))
 
 
