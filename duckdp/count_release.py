@@ -146,7 +146,8 @@ def ledger_rounds(ledger: pa.Table) -> list[Round]:
             level["found"] += 1
             level["count_sigma"] = row["scale"]
     return [Round(i, ZCDP(math.fsum(lv["rho"]), math.fsum(lv["delta"])), "gumbel", lv["beta"], lv["threshold"],
-                  lv["found"], {"epsilon": lv["epsilon"], "gumbel_calls": lv["calls"], "count_sigma": lv["count_sigma"]})
+                  lv["found"],
+                  {"epsilon": lv["epsilon"], "gumbel_calls": lv["calls"], "count_sigma": lv["count_sigma"]})
             for i, lv in enumerate(levels)]
 
 

@@ -64,7 +64,8 @@ def test_zcdp_plan_golden():
         t = np.max(c / np.sqrt(k) + rp.scale * ndtri((1 - rp.budget.delta) ** (1 / k)))   # spec step 5
         assert rp.threshold == pytest.approx(t, rel=1e-8)
     assert plan[0].threshold == sips[0].threshold
-    assert [rp.threshold for rp in plan] == pytest.approx([45.70995, 25.640634, 14.355382], abs=1e-5)   # DP-SIPS + 0.1 (k = 100)
+    # DP-SIPS + 0.1 (k = 100)
+    assert [rp.threshold for rp in plan] == pytest.approx([45.70995, 25.640634, 14.355382], abs=1e-5)
 
 
 def test_capped_novelty():
@@ -126,7 +127,8 @@ def _state_rows(keys, rng, beta_min=0.5):
     rows = []
     for k in keys:
         r = rng.random()
-        rows.append((k, 0.0, 0) if r < 0.05 else (k, 0.0, None) if r < 0.15 else (k, beta_min if r < 0.6 else 1.0, None))
+        rows.append((k, 0.0, 0) if r < 0.05 else (k, 0.0, None) if r < 0.15
+                    else (k, beta_min if r < 0.6 else 1.0, None))
     return rows
 
 

@@ -317,7 +317,8 @@ def test_audit_sql_novel_keys_released_at_most_delta(con):
             finally:
                 ctx.close()
             keys = {int(k[1:]) for k in table.column("item").to_pylist()}
-            hit += [any(i in keys for i in range(j, j + AUDIT_D0)) for j in range(1000, 1000 + n_novel * AUDIT_D0, AUDIT_D0)]
+            hit += [any(i in keys for i in range(j, j + AUDIT_D0))
+                    for j in range(1000, 1000 + n_novel * AUDIT_D0, AUDIT_D0)]
         return np.mean(hit), len(hit)
 
     freq, n = frequency(plan)

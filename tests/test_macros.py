@@ -88,7 +88,8 @@ def test_cli_calibration_equals_python():
         kinds(kind2, sens, expo) AS (VALUES ('weighted', NULL, 0.5), ('count', 1, 0.0)),
         calibrated AS (
           SELECT *, coalesce(sens * sqrt(d0), 1) AS sensitivity,
-                 CASE WHEN kind = 'epsilon' THEN duckdp_analytic_gaussian_sigma(v, delta / 2, coalesce(sens * sqrt(d0), 1))
+                 CASE WHEN kind = 'epsilon'
+                      THEN duckdp_analytic_gaussian_sigma(v, delta / 2, coalesce(sens * sqrt(d0), 1))
                       ELSE duckdp_zcdp_sigma(v, coalesce(sens * sqrt(d0), 1)) END AS sigma,
                  CASE WHEN kind = 'epsilon' THEN delta / 2 ELSE delta END AS novel_delta
           FROM grid, kinds)

@@ -122,7 +122,8 @@ def test_audit_neighbouring_counts_at_large_delta(con):
         tol = 4 * math.hypot(se[n + 1], e * se[n])
         assert rates[n + 1] <= e * rates[n] + delta + tol                 # keep event
         assert 1 - rates[n] <= e * (1 - rates[n + 1]) + delta + tol       # drop event
-    tight = [n for n in ns[:-1] if pi_table(eps, delta, 8)[n + 1] == pytest.approx(e * pi_table(eps, delta, 8)[n] + delta)]
+    pi = pi_table(eps, delta, 8)
+    tight = [n for n in ns[:-1] if pi[n + 1] == pytest.approx(e * pi[n] + delta)]
     assert tight == [0, 1, 2]
     for n in tight:
         assert abs(rates[n + 1] - (e * rates[n] + delta)) <= 4 * math.hypot(se[n + 1], e * se[n])

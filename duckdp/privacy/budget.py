@@ -84,7 +84,8 @@ def split_exact(budget: Budget, shares: list[float]) -> list:
     them (basic composition, or additive zCDP) spends exactly what was requested, never more. Rounds
     calibrated jointly (privacy/composition.py) carry these shares as their charge in the ledger."""
     amount = budget.epsilon if isinstance(budget, EpsDelta) else budget.rho
-    return [type(budget)(a, d) for a, d in zip(_exact_parts(amount, shares), _exact_parts(budget.delta, shares), strict=True)]
+    parts = zip(_exact_parts(amount, shares), _exact_parts(budget.delta, shares), strict=True)
+    return [type(budget)(a, d) for a, d in parts]
 
 
 def make_budget(epsilon=None, delta=None, rho=None) -> Budget:
