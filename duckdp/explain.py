@@ -162,7 +162,10 @@ def default_holdings(max_contributions: int) -> list[int]:
 def _users(probability, holdings: list[int], exponent: float) -> list[UsersNeeded]:
     rows = []
     for k in holdings:
-        targets = [smallest_users(lambda n, k=k: probability(n, k), t) for t in TARGETS]
+        def at_k(n: np.ndarray, k: int = k) -> np.ndarray:
+            return probability(n, k)
+
+        targets = [smallest_users(at_k, t) for t in TARGETS]
         rows.append(UsersNeeded(k, float(k) ** -exponent, *targets))
     return rows
 

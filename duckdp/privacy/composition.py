@@ -108,17 +108,19 @@ class Spent:
         calibrated to jointly, so their sum is that budget."""
         if not budgets:
             raise ValueError("a release spends at least one round's budget")
-        if all(isinstance(b, ZCDP) for b in budgets):
-            rho = sum(b.rho for b in budgets)
-            delta = min(sum(b.delta for b in budgets), 1.0)
+        zcdp = [b for b in budgets if isinstance(b, ZCDP)]
+        if len(zcdp) == len(budgets):
+            rho = sum(b.rho for b in zcdp)
+            delta = min(sum(b.delta for b in zcdp), 1.0)
             epsilon, delta_dp = zcdp_as_dp(rho, delta)
             return cls(epsilon, delta_dp, rho, delta)
-        if all(isinstance(b, EpsDelta) for b in budgets):
-            return cls(sum(b.epsilon for b in budgets), min(sum(b.delta for b in budgets), 1.0))
+        approx = [b for b in budgets if isinstance(b, EpsDelta)]
+        if len(approx) == len(budgets):
+            return cls(sum(b.epsilon for b in approx), min(sum(b.delta for b in approx), 1.0))
         raise ValueError("cannot compose a mix of zCDP and (ε, δ) rounds")
 
     def as_dict(self) -> dict:
-        out = {"epsilon": self.epsilon, "delta": self.delta}
+        out: dict[str, float | None] = {"epsilon": self.epsilon, "delta": self.delta}
         if self.rho is not None:
             out |= {"rho": self.rho, "zcdp_delta": self.zcdp_delta}
         return out
