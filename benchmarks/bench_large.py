@@ -118,7 +118,9 @@ def main() -> None:
             with Sampler(con) as s:
                 start = time.perf_counter()
                 try:
-                    released = f"{len(duckdp.select(con, 'big', algo=algo, max_contributions=args.max_contributions, seed=1, **budget)):,}"
+                    result = duckdp.select(con, 'big', algo=algo, max_contributions=args.max_contributions, seed=1,
+                                           **budget)
+                    released = f"{len(result):,}"
                 except duckdb.OutOfMemoryException as exc:
                     released = "OUT OF MEMORY: " + str(exc).splitlines()[0]
                 seconds = time.perf_counter() - start

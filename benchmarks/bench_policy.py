@@ -47,7 +47,8 @@ def run(con, table, algo, seeds, **kw) -> tuple[float, float]:
 
 
 def row(dataset, setting, algo, count, seconds, floor, reference="") -> None:
-    print(f"{dataset:<10} {setting:<26} {algo:<19} {count:>9.1f} {reference:>10} {seconds:>8.2f}s {seconds / floor:>7.1f}×")
+    print(f"{dataset:<10} {setting:<26} {algo:<19} {count:>9.1f} {reference:>10} {seconds:>8.2f}s "
+          f"{seconds / floor:>7.1f}×")
 
 
 def main() -> None:

@@ -3,11 +3,11 @@
 For each size a synthetic table (DP-SIPS recipe, duckdp.datasets) is built and timed in one
 process: the floor is the histogram every mechanism must at least compute — distinct (user, item)
 pairs, keyed-hash truncation to Δ0 per user and the per-item sum of 1/√(kept size) (the query of
-sql/stage_truncate.sql + stage_weights.sql) with no noise, threshold, validation or Python; a plain GROUP BY count is printed
-for context. Each mechanism runs through `duckdp.select` (ρ = 0.1 zCDP, δ = 1e-5 where it takes
-zCDP, else ε = 1, δ = 1e-5; Δ0 = 100; baselines with allow_unproven=True). Reported: median wall
-time, its ratio to the floor, peak RSS of the process during the runs and the rise over the RSS
-before them. A log–log plot of time vs rows is saved as a PNG (needs matplotlib).
+sql/stage_truncate.sql + stage_weights.sql) with no noise, threshold, validation or Python; a plain
+GROUP BY count is printed for context. Each mechanism runs through `duckdp.select` (ρ = 0.1 zCDP,
+δ = 1e-5 where it takes zCDP, else ε = 1, δ = 1e-5; Δ0 = 100; baselines with allow_unproven=True).
+Reported: median wall time, its ratio to the floor, peak RSS of the process during the runs and the
+rise over the RSS before them. A log–log plot of time vs rows is saved as a PNG (needs matplotlib).
 
 Peers (PipelineDP, OpenDP, PyDP) are reported as skipped when not importable; no adapter is run.
 
@@ -158,7 +158,8 @@ def time_all(con, rows: int, algos: list[dict], repeat: int, seed: int, threads:
     for info in algos:
         extra = {"allow_unproven": True} if info.get("unproven") else {}
         kw = budget_for(info) | extra
-        res = measure(lambda: duckdp.select(con, "synth", algo=info["name"], max_contributions=DELTA0, seed=seed, **kw),
+        res = measure(lambda info=info, kw=kw: duckdp.select(con, "synth", algo=info["name"], max_contributions=DELTA0,
+                                                             seed=seed, **kw),
                       repeat)
         out.append({"rows": rows, "name": info["name"], "budget": kw, **res, "released": len(res["result"])})
     floor = out[0]["seconds"]
@@ -190,7 +191,7 @@ def plot(results: list[dict], path: Path) -> None:
         pts = sorted((r["rows"], r["seconds"]) for r in results if r["name"] == name)
         style = {"color": "black", "linewidth": 2.5} if name == FLOOR else (
             {"color": "gray", "linestyle": ":"} if name == GROUP_BY else {"color": colors[i % 20]})
-        ax.plot(*zip(*pts), marker="o", label=name, **style)
+        ax.plot(*zip(*pts, strict=True), marker="o", label=name, **style)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("rows (synthetic, DP-SIPS recipe)")

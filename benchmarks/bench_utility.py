@@ -48,19 +48,23 @@ BUDGETS = ["rho=0.1,delta=1e-5", "epsilon=1,delta=1e-5"]
 E_MINUS_10 = f"{math.exp(-10):.17g}"
 # (dataset, budget, algo, params, published released count, source) from ../shared/data/README.md.
 PUBLISHED = [
-    ("imdb_unigrams", "rho=0.1,delta=1e-5", "weighted_gaussian", {}, 3728, "DP-SIPS Table 2 (README: exact E = 3,974.9)"),
+    ("imdb_unigrams", "rho=0.1,delta=1e-5", "weighted_gaussian", {}, 3728,
+     "DP-SIPS Table 2 (README: exact E = 3,974.9)"),
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "dpsips", {}, 7759, "DP-SIPS Table 2 (I = 3, r = 1/3)"),
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "policy_gaussian", {}, 5845, "DP-SIPS Table 2 (DPSU)"),
     ("imdb_unigrams", "rho=0.1,delta=1e-5", "adaptive_sips", {}, 8470, "docs/specs/adaptive-sips.md numpy prototype"),
     ("imdb_unigrams", "epsilon=1,delta=1e-5", "adaptive_sips", {}, 5186, "docs/specs/adaptive-sips.md numpy prototype"),
     ("imdb_unigrams", "epsilon=1.7,delta=8.1142e-5", "gw", {}, 3133, "DP-SIPS Table 2 (GW)"),
     ("reddit_1pct_unigrams", "rho=0.1,delta=1e-5", "weighted_gaussian", {}, 176, "README (≈)"),
-    ("reddit_1pct_unigrams", "rho=0.1,delta=1e-5", "adaptive_sips", {}, 241, "docs/specs/adaptive-sips.md numpy prototype"),
+    ("reddit_1pct_unigrams", "rho=0.1,delta=1e-5", "adaptive_sips", {}, 241,
+     "docs/specs/adaptive-sips.md numpy prototype"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "weighted_gaussian", {}, 288, "Gopi et al. code"),
-    ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_gaussian", {"alpha": 5.0}, 341, "Gopi et al. code"),
+    ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_gaussian", {"alpha": 5.0}, 341,
+     "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_gaussian_l1", {"alpha": 5.0}, 371,
      "Gopi et al. code"),
-    ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_laplace", {"alpha": 3.0}, 161, "Gopi et al. code"),
+    ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "policy_laplace", {"alpha": 3.0}, 161,
+     "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "weighted_laplace", {}, 104, "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "count_gaussian", {}, 168, "Gopi et al. code"),
     ("reddit_1pct_unigrams", f"epsilon=3,delta={E_MINUS_10}", "gw", {"alpha": 3.0}, 231, "Gopi et al. code"),
@@ -83,7 +87,8 @@ def parse_budget(spec: str) -> dict:
 
 
 def short(spec: str) -> str:
-    return ", ".join(f"{'ρ' if k == 'rho' else 'ε' if k == 'epsilon' else 'δ'}={v:.3g}" for k, v in parse_budget(spec).items())
+    symbol = {"rho": "ρ", "epsilon": "ε"}
+    return ", ".join(f"{symbol.get(k, 'δ')}={v:.3g}" for k, v in parse_budget(spec).items())
 
 
 def expected_weighted_gaussian(con, table: str, budget_kw: dict, seed: int) -> float:
@@ -101,7 +106,8 @@ def expected_weighted_gaussian(con, table: str, budget_kw: dict, seed: int) -> f
 def run(con, info: dict, spec: str, seeds: int, params: dict | None = None) -> dict | None:
     """Released counts, captured masses and seconds per run over `seeds` seeded runs (None: budget not taken)."""
     kw = parse_budget(spec)
-    if ("rho" in kw and "rho/delta" not in info["budgets"]) or ("epsilon" in kw and "epsilon/delta" not in info["budgets"]):
+    if (("rho" in kw and "rho/delta" not in info["budgets"])
+            or ("epsilon" in kw and "epsilon/delta" not in info["budgets"])):
         return None
     extra = (params or {}) | ({"allow_unproven": True} if info.get("unproven") else {})
     counts, masses, seconds = [], [], 0.0
@@ -139,7 +145,8 @@ def main(argv=None) -> None:
     print(f"# duckdp utility — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n")
     print("command: python benchmarks/bench_utility.py " + " ".join(sys.argv[1:] if argv is None else argv) + "\n")
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs; DuckDB {duckdb.__version__}, duckdp "
-          f"{duckdp.__version__}; Δ0 = {DELTA0}; seeds 0..{args.seeds - 1}; † = baseline run with allow_unproven=True\n")
+          f"{duckdp.__version__}; Δ0 = {DELTA0}; seeds 0..{args.seeds - 1}; "
+          "† = baseline run with allow_unproven=True\n")
     print("| dataset | budget | algo | released (mean ± sd) | captured mass | exact E[released] | s/run |")
     print("|---|---|---|---:|---:|---:|---:|")
     published_rows, composition_rows = [], []
@@ -178,8 +185,10 @@ def main(argv=None) -> None:
         for ds, algo, res, before in composition_rows:
             print(f"| {ds} | {algo} | {mean_sd(res['counts'])} | {before} |")
     if published_rows:
-        print("\n## Published (../shared/data/README.md) and prototype (specs/) numbers vs duckdp at the same settings, Δ0 = 100\n")
-        print("| dataset | budget | algo | published | duckdp (mean ± sd) | duckdp / published | exact E[released] | source |")
+        print("\n## Published (../shared/data/README.md) and prototype (specs/) numbers vs duckdp at the same "
+              "settings, Δ0 = 100\n")
+        print("| dataset | budget | algo | published | duckdp (mean ± sd) | duckdp / published | exact E[released] "
+              "| source |")
         print("|---|---|---|---:|---:|---:|---:|---|")
         for ds, spec, algo, params, value, source, res in published_rows:
             label = algo + "".join(f" {k}={v:g}" for k, v in params.items())

@@ -1,12 +1,12 @@
 """duckdp: differentially private partition selection inside DuckDB."""
 from .api import algorithms, select
-from .macros import install_macros
-from .errors import BudgetExceeded, DataError, DuckDPError, InvalidParameter, SchemaError
-from .privacy.budget import ZCDP, EpsDelta
-from .release import Release, Spent
 from .count_release import CountRelease, count_release
+from .errors import BudgetExceeded, DataError, DuckDPError, InvalidParameter, SchemaError
 from .evaluate import Evaluation, evaluate
 from .explain import Explanation, explain
+from .macros import install_macros
+from .privacy.budget import ZCDP, EpsDelta
+from .release import Release, Spent
 from .session import LedgerError, Session
 
 __version__ = "0.1.0"

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -86,7 +88,9 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
     remaining = np.arange(counts.size, dtype=np.int64)
     eps, rho_spent, delta_spent = initial_epsilon, 0.0, 0.0
     log_rows: list[tuple] = []
-    found, noisy, sigmas = [], [], []
+    found: list[int] = []
+    noisy: list[int] = []
+    sigmas: list[float] = []
     call = 0
     # Privacy filter (Alg. 2 loop guard; Whitehouse et al. Thm 5): room for a Gumbel call and a count.
     while rho_spent + eps * eps / 4 <= budget.rho and delta_spent + delta_per_call <= budget.delta:
@@ -113,7 +117,7 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
         else:
             eps *= math.sqrt(2.0)                                  # Alg. 2: ε ← √2·ε after ⊥
         call += 1
-    columns = list(zip(*log_rows)) if log_rows else [[]] * 9
+    columns: list[Sequence[Any]] = list(zip(*log_rows, strict=True)) if log_rows else [[]] * 9
     ledger = pa.table({
         "step": pa.array(range(len(log_rows)), pa.int64()),
         "mechanism": pa.array(columns[0], pa.string()),
@@ -146,7 +150,8 @@ def ledger_rounds(ledger: pa.Table) -> list[Round]:
             level["found"] += 1
             level["count_sigma"] = row["scale"]
     return [Round(i, ZCDP(math.fsum(lv["rho"]), math.fsum(lv["delta"])), "gumbel", lv["beta"], lv["threshold"],
-                  lv["found"], {"epsilon": lv["epsilon"], "gumbel_calls": lv["calls"], "count_sigma": lv["count_sigma"]})
+                  lv["found"],
+                  {"epsilon": lv["epsilon"], "gumbel_calls": lv["calls"], "count_sigma": lv["count_sigma"]})
             for i, lv in enumerate(levels)]
 
 
@@ -159,7 +164,7 @@ class CountRelease(Release):
     `max_contributions` is None: counts need no ℓ0 bound.
     """
 
-    ledger: pa.Table | None = field(default=None, repr=False)
+    ledger: pa.Table = field(kw_only=True, repr=False)
 
     @property
     def ledger_rho(self) -> float:
@@ -186,7 +191,7 @@ def _check_real(name: str, value, low: float, high: float = math.inf) -> float:
 
 
 def _check_kbar(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (1 <= value <= _MAX_KBAR):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (1 <= int(value) <= _MAX_KBAR):
         raise InvalidParameter(f"kbar must be an integer in [1, {_MAX_KBAR:,}], got {value!r}")
     return int(value)
 
@@ -205,7 +210,8 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
     (internal, for Session) runs once the input is resolved and before any data is read.
     """
     budget = make_budget(rho=rho, delta=delta)
-    params = {"initial_epsilon": _check_real("initial_epsilon", initial_epsilon, 0.0),
+    assert isinstance(budget, ZCDP)                               # rho= always builds a ZCDP budget
+    params: dict[str, Any] = {"initial_epsilon": _check_real("initial_epsilon", initial_epsilon, 0.0),
               "delta_per_call": _check_real("delta_per_call", delta_per_call, 0.0, 1.0),
               "kbar": _check_kbar(kbar),
               "relative_error": _check_real("relative_error", relative_error, 0.0)}

@@ -18,14 +18,14 @@ def synthetic_arrow(rows: int, seed: int = 0, *, scale: float = 10.0, shape: flo
     if rows < 0:
         raise ValueError("rows must be >= 0")
     rng = np.random.default_rng(seed)
-    sizes = []
+    parts = []
     total = 0
     while total < rows:
         s = np.minimum(np.floor(scale * (1.0 + rng.pareto(shape, size=max(1024, (rows - total) // 40)))), cap)
         s = s.astype(np.int64)
-        sizes.append(s)
+        parts.append(s)
         total += int(s.sum())
-    sizes = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
+    sizes = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     ends = np.cumsum(sizes)
     n_users = int(np.searchsorted(ends, rows) + 1) if rows else 0
     sizes = sizes[:n_users].copy()

@@ -8,9 +8,8 @@ the plan its run used.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -163,7 +162,10 @@ def default_holdings(max_contributions: int) -> list[int]:
 def _users(probability, holdings: list[int], exponent: float) -> list[UsersNeeded]:
     rows = []
     for k in holdings:
-        targets = [smallest_users(lambda n, k=k: probability(n, k), t) for t in TARGETS]
+        def at_k(n: np.ndarray, k: int = k) -> np.ndarray:
+            return probability(n, k)
+
+        targets = [smallest_users(at_k, t) for t in TARGETS]
         rows.append(UsersNeeded(k, float(k) ** -exponent, *targets))
     return rows
 
@@ -175,7 +177,7 @@ def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, ho
     exponent = mech.exponent or 0.0
     guarantees = [mech.explain_round(i, plan, params) for i, plan in enumerate(plans)]
     rounds = []
-    for i, (plan, g) in enumerate(zip(plans, guarantees)):
+    for i, (plan, g) in enumerate(zip(plans, guarantees, strict=True)):
         r = RoundExplanation(i, plan.budget, plan.noise, plan.scale, plan.threshold, g.kind, g.weighting,
                              notes=list(g.notes), probability=g.probability)
         if r.probability is not None:

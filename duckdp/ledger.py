@@ -201,7 +201,8 @@ class TableLedger:
             ledger_id = secrets.token_hex(16)
             try:
                 self._cur.execute("BEGIN TRANSACTION")
-                self._cur.execute(f"CREATE TABLE {self._table} ({', '.join(f'{quote_ident(c)} {t}' for c, t in COLUMNS)})")
+                self._cur.execute(f"CREATE TABLE {self._table} "
+                                  f"({', '.join(f'{quote_ident(c)} {t}' for c, t in COLUMNS)})")
                 self._cur.execute(f"CREATE TABLE {self._head} "
                                   f"({', '.join(f'{quote_ident(c)} {t}' for c, t in HEAD_COLUMNS)})")
                 self._cur.execute(f"INSERT INTO {self._head} VALUES ($id, 0, $id, $mac)",
@@ -256,13 +257,15 @@ class TableLedger:
                               "open it without key=")
         if head["mac"] is not None and not self._key:
             raise LedgerError(f"{self._where} is keyed: pass the owner's key= to open it")
-        if self._key and not hmac.compare_digest(head["mac"], self._mac(head["ledger_id"], head["count"], head["chain"])):
+        if self._key and not hmac.compare_digest(head["mac"],
+                                                 self._mac(head["ledger_id"], head["count"], head["chain"])):
             raise LedgerError(f"{self._where}: the head's MAC does not match (altered, or a different key)")
         rows = self._cur.sql(f"SELECT * FROM {self._table} ORDER BY seq").to_arrow_table().to_pylist()
         previous = head["ledger_id"]
         for i, row in enumerate(rows):
             if row["seq"] != i:
-                raise LedgerError(f"{self._where}: sequence numbers are not 0..{len(rows) - 1} (row {i} has {row['seq']})")
+                raise LedgerError(f"{self._where}: sequence numbers are not 0..{len(rows) - 1} "
+                                  f"(row {i} has {row['seq']})")
             if any(row[c] is None for c in CHAINED) or row["chain"] != chain_of(self._key, previous, row):
                 raise LedgerError(f"{self._where}: row {i} was altered (its chain hash does not match)")
             if row["released"] is not None and row["released"] < 0:

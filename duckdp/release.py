@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import duckdb
 import pyarrow as pa
 
 from .explain import release_section
@@ -33,14 +34,14 @@ def _composition(release) -> list[str]:
 class Release:
     """The result of `duckdp.select`: released keys plus everything needed to audit the release."""
 
-    items: object                       # DuckDBPyRelation of the released keys
+    items: duckdb.DuckDBPyRelation      # the released keys
     algo: str
     citation: str
     budget: Budget
     spent: Spent
     rounds: list
     seeded: bool
-    max_contributions: int
+    max_contributions: int | None       # Δ0; None where no ℓ0 bound is used (count releases)
     params: dict = field(default_factory=dict)
     input: str = ""
     key_names: list = field(default_factory=list)

@@ -204,7 +204,8 @@ class Session:
             request = f"ε={alone.epsilon:.6g}, δ={alone.delta:.6g} alone ({len(events)} event(s))"
             history = [e for r in rows for e in accounting.loads(r["events"])] + events
             fits = accounting.admits(history, self._total, self.budget.delta)
-            spent, spent_delta = accounting.composed_epsilon(history, self.budget.delta), accounting.extra_delta(history)
+            spent = accounting.composed_epsilon(history, self.budget.delta)
+            spent_delta = accounting.extra_delta(history)
             need = (f"  Composed  : all {len(rows) + 1} releases need ε={spent:.6g} at δ={self.budget.delta:.6g} "
                     f"(novel-key δ {spent_delta:.6g}; exact composition)")
         if not fits:

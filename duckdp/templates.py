@@ -8,7 +8,7 @@ fails if the declared, supplied and used names disagree.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -68,7 +68,7 @@ class Template:
         return sql, dict(params)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> Template:
     """The template `sql/<name>.sql`."""
     return Template(name, (sql_dir() / f"{name}.sql").read_text(encoding="utf-8"))

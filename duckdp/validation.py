@@ -35,9 +35,10 @@ def integer(name: str, value, low: int, high: int | None = None) -> int:
     bounds = f">= {low:,}" + (f" and <= {high:,}" if high is not None else "")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise InvalidParameter(f"{name} must be an integer {bounds}, got {value!r} ({type(value).__name__})")
-    if value < low or (high is not None and value > high):
+    v = int(value)
+    if v < low or (high is not None and v > high):
         raise InvalidParameter(f"{name} must be an integer {bounds}, got {value!r}")
-    return int(value)
+    return v
 
 
 def seed(value) -> int | None:

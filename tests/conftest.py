@@ -19,9 +19,11 @@ def con():
 
 def leftovers(con) -> list:
     """duckdp objects still present on `con` (temp tables, views, functions)."""
-    tables = con.sql("SELECT table_name FROM duckdb_tables() WHERE table_name LIKE '\\_duckdp\\_%' ESCAPE '\\'").fetchall()
+    tables = con.sql("SELECT table_name FROM duckdb_tables() "
+                     "WHERE table_name LIKE '\\_duckdp\\_%' ESCAPE '\\'").fetchall()
     views = con.sql("SELECT view_name FROM duckdb_views() WHERE view_name LIKE '\\_duckdp\\_%' ESCAPE '\\'").fetchall()
-    funcs = con.sql("SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_name LIKE 'duckdp\\_%' ESCAPE '\\'").fetchall()
+    funcs = con.sql("SELECT DISTINCT function_name FROM duckdb_functions() "
+                    "WHERE function_name LIKE 'duckdp\\_%' ESCAPE '\\'").fetchall()
     return tables + views + funcs
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 
-
 def basic_weights(users, items, exponent: float, max_contributions: int) -> dict:
     """Per-item weights when no user exceeds Δ0: Σ_u |W_u|^(−exponent) over users holding the item."""
     sets = defaultdict(set)
-    for u, i in zip(users, items):
+    for u, i in zip(users, items, strict=True):
         sets[u].add(i)
     weights = defaultdict(float)
     for s in sets.values():

@@ -49,17 +49,17 @@ def mad_weights(sets: list[np.ndarray], m: int, tau: float, f: float, min_degree
     A = [min_degree <= du <= max_degree for du in d]
     # Stage 1 — initial weight
     init = np.zeros(m)
-    for S, w, du, a in zip(sets, wu, d, A):
+    for S, w, du, a in zip(sets, wu, d, A, strict=True):
         if a:
             init[S] += w / np.sqrt(du)
     # Stage 2 — truncate at the adaptive threshold
     t = np.minimum(init, tau)
     rho = np.divide(init - t, init, out=np.zeros(m), where=init > 0)
     # Stage 3 — return the excess in proportion to contribution
-    e = [np.sum(rho[S] * w / np.sqrt(du)) if a else 0.0 for S, w, du, a in zip(sets, wu, d, A)]
+    e = [np.sum(rho[S] * w / np.sqrt(du)) if a else 0.0 for S, w, du, a in zip(sets, wu, d, A, strict=True)]
     # Stage 4 — reroute f·e_u along w^u, then the top-up (1 − 1/√d)·w^u; non-adaptive users add w^u
     out = t.copy()
-    for S, w, du, a, eu in zip(sets, wu, d, A, e):
+    for S, w, du, a, eu in zip(sets, wu, d, A, e, strict=True):
         if a:
             out[S] += f * eu * w + (1 - 1 / np.sqrt(du)) * w
         else:

@@ -58,7 +58,8 @@ def test_novel_delta_adds_and_exhausts():
 def test_events_roundtrip_and_reject_garbage():
     events = [Event("gaussian", 0.25, 1e-6), Event("laplace", 0.5, 1e-6), Event("dp", 1.0, 1e-7)]
     assert loads(dumps(events)) == events
-    for bad in ['[]', '{}', '[{"type": "gaussian", "epsilon": 1, "delta": 0}]', '[{"type": "x", "epsilon": 1, "delta": 0}]',
+    for bad in ['[]', '{}', '[{"type": "gaussian", "epsilon": 1, "delta": 0}]',
+                '[{"type": "x", "epsilon": 1, "delta": 0}]',
                 '[{"type": "dp", "epsilon": -1, "delta": 0}]', '[{"type": "dp", "epsilon": "1", "delta": 0}]',
                 '[{"type": "dp", "epsilon": 1, "delta": 1}]', '[1]', '[{"type": "dp", "epsilon": NaN, "delta": 0}]']:
         with pytest.raises(ValueError):

@@ -29,7 +29,7 @@ TOL = 1e-12          # float slack on norms and caps; σ is rounded up by a larg
 
 def _sets(users, items) -> dict:
     sets = defaultdict(list)
-    for u, i in zip(users, items):
+    for u, i in zip(users, items, strict=True):
         sets[int(u)].append(int(i))
     return {u: np.array(sorted(set(s))) for u, s in sets.items()}
 
@@ -57,14 +57,15 @@ def test_zcdp_plan_golden():
     plan = MECH.plan(ZCDP(0.1, 1e-5), 100, DEFAULT)
     sips = DPSIPS().plan(ZCDP(0.1, 1e-5), 100, {"iterations": 3, "ratio": 1 / 3})
     k = np.arange(1, 101)
-    for j, (rp, sp) in enumerate(zip(plan, sips)):
+    for j, (rp, sp) in enumerate(zip(plan, sips, strict=True)):
         assert (rp.budget, rp.scale) == (sp.budget, sp.scale)         # the same split and σ_j as DP-SIPS
         c = 1.0 if j == 0 else 2.0                                     # c = 1/β_min after round 1
         assert rp.extra.cap == c
         t = np.max(c / np.sqrt(k) + rp.scale * ndtri((1 - rp.budget.delta) ** (1 / k)))   # spec step 5
         assert rp.threshold == pytest.approx(t, rel=1e-8)
     assert plan[0].threshold == sips[0].threshold
-    assert [rp.threshold for rp in plan] == pytest.approx([45.70995, 25.640634, 14.355382], abs=1e-5)   # DP-SIPS + 0.1 (k = 100)
+    # DP-SIPS + 0.1 (k = 100)
+    assert [rp.threshold for rp in plan] == pytest.approx([45.70995, 25.640634, 14.355382], abs=1e-5)
 
 
 def test_capped_novelty():
@@ -126,7 +127,8 @@ def _state_rows(keys, rng, beta_min=0.5):
     rows = []
     for k in keys:
         r = rng.random()
-        rows.append((k, 0.0, 0) if r < 0.05 else (k, 0.0, None) if r < 0.15 else (k, beta_min if r < 0.6 else 1.0, None))
+        rows.append((k, 0.0, 0) if r < 0.05 else (k, 0.0, None) if r < 0.15
+                    else (k, beta_min if r < 0.6 else 1.0, None))
     return rows
 
 
@@ -138,7 +140,7 @@ def _check_sql_vectors(rows, state, d0, cap_factor):
     for u, k, kept, x in rows:
         assert level.get(k, 1.0) > 0                                   # step 1: released/dropped removed
         by_user[u].append((k, kept, x))
-    for u, entries in by_user.items():
+    for entries in by_user.values():
         kept = [(k, x) for k, flag, x in entries if flag]
         assert len(kept) == min(len(entries), d0)                      # step 2
         assert all(x == 0 for _, flag, x in entries if not flag)
@@ -158,7 +160,7 @@ def test_sql_vectors_random_states(con, seed):
     for d0, cap in ((8, 2.0), (30, 2.0), (5, 1.0), (12, 1 / 0.3)):
         _check_sql_vectors(_sql_vectors(con, state, d0, cap, seed), state, d0, cap)
     first = _check_sql_vectors(_sql_vectors(con, [], 8, 1.0, seed), [], 8, 1.0)   # round 1: every level 1
-    assert sum(len(v) for v in first.values()) == len(set(zip(users.tolist(), items.tolist())))
+    assert sum(len(v) for v in first.values()) == len(set(zip(users.tolist(), items.tolist(), strict=True)))
     assert leftovers(con) == []
 
 
@@ -351,7 +353,7 @@ def test_audit_sql_novel_keys_released_at_most_delta_j(con):
         return [sum(f == j for f in first) / n for j in range(len(p))], sum(f is not None for f in first) / n, n
 
     per_round, total, n = frequencies(plan)
-    assert all(f <= bound(rp.novel_delta, n) for f, rp in zip(per_round, plan)), per_round
+    assert all(f <= bound(rp.novel_delta, n) for f, rp in zip(per_round, plan, strict=True)), per_round
     assert total <= bound(AUDIT_BUDGET.delta, n)
     halved = [type(rp)(rp.budget, rp.noise, rp.scale, rp.threshold / 2, rp.extra) for rp in plan]
     _, total, n = frequencies(halved)

@@ -27,7 +27,9 @@ from collections import defaultdict
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings, strategies as st
+from conftest import leftovers
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import beta
 
 import duckdp
@@ -35,8 +37,6 @@ from duckdp.mechanisms import get
 from duckdp.privacy.budget import make_budget
 from duckdp.privacy.calibration import analytic_gaussian_sigma, constant_novelty, gaussian_threshold, laplace_threshold
 from duckdp.release import Spent
-
-from conftest import leftovers
 
 ALGOS = [a["name"] for a in duckdp.algorithms()]
 DESC = {a["name"]: a for a in duckdp.algorithms()}

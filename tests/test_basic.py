@@ -3,20 +3,19 @@ import math
 
 import numpy as np
 import pytest
+from conftest import halve_thresholds, leftovers, make_table, random_sets
+from reference_basic import EXPONENT, basic_weights
 from scipy.stats import chi2, laplace, norm
 
 import duckdp
 from duckdp.mechanisms import get
 from duckdp.mechanisms.basic import basic_weights as engine_weights
-from duckdp.privacy.budget import EpsDelta, ZCDP
+from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import gaussian_release_probability, laplace_release_probability
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
 from duckdp.stages.duckdb import DuckDBStages
-
-from conftest import halve_thresholds, leftovers, make_table, random_sets
-from reference_basic import EXPONENT, basic_weights
 
 ALGOS = list(EXPONENT)
 

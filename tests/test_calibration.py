@@ -8,9 +8,14 @@ from hypothesis import strategies as st
 from scipy.stats import laplace, norm
 
 from duckdp.mechanisms import get
-from duckdp.privacy.budget import EpsDelta, ZCDP
-from duckdp.privacy.calibration import (analytic_gaussian_delta, analytic_gaussian_sigma, gaussian_threshold,
-                                        laplace_threshold, zcdp_sigma)
+from duckdp.privacy.budget import ZCDP, EpsDelta
+from duckdp.privacy.calibration import (
+    analytic_gaussian_delta,
+    analytic_gaussian_sigma,
+    gaussian_threshold,
+    laplace_threshold,
+    zcdp_sigma,
+)
 from duckdp.privacy.conversions import approx_zcdp_epsilon, approx_zcdp_to_dp, zcdp_delta
 
 

@@ -7,6 +7,7 @@ import math
 import dp_accounting
 import mpmath
 import pytest
+from conftest import make_table
 from dp_accounting.pld import privacy_loss_distribution as pld
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,11 +15,9 @@ from hypothesis import strategies as st
 import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms.dpsips import round_shares
-from duckdp.privacy.budget import EpsDelta, ZCDP
+from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import analytic_gaussian_delta
 from duckdp.privacy.composition import gaussian_rounds
-
-from conftest import make_table
 
 SHARES = round_shares(3, 1 / 3)           # 1/13, 3/13, 9/13 (DP-SIPS Alg. 3)
 
@@ -41,7 +40,7 @@ def mp_mu(epsilon, delta):
 
 def composed_mu(rounds, sensitivities=None):
     sensitivities = sensitivities or [1.0] * len(rounds.sigmas)
-    return math.sqrt(math.fsum((d / s) ** 2 for s, d in zip(rounds.sigmas, sensitivities)))
+    return math.sqrt(math.fsum((d / s) ** 2 for s, d in zip(rounds.sigmas, sensitivities, strict=True)))
 
 
 def test_golden_dpsips_rounds():

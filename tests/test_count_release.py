@@ -1,10 +1,12 @@
 """Private Count Release (Rogers 2024): Gumbel noise, threshold and σ golden values, the privacy
 filter and its ledger, relative error, the DuckDB entry point, reproducibility and bad input."""
 import math
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import leftovers, make_table, random_sets
 from scipy import stats
 from scipy.special import ndtr
 
@@ -12,8 +14,6 @@ import duckdp
 from duckdp.count_release import count_sigma, gumbel_noise, gumbel_threshold, private_count_release
 from duckdp.privacy.budget import ZCDP
 from duckdp.rng import Randomness
-
-from conftest import leftovers, make_table, random_sets
 
 PAPER = {"initial_epsilon": 5e-4, "delta_per_call": 1e-11, "kbar": 10_000, "relative_error": 0.1}
 
@@ -79,7 +79,7 @@ def check_ledger(res, rho, delta, params):
         assert led["mechanism"][i - 1] == "gumbel" and led["item"][i - 1] == led["item"][i]
     # ε grows by √2 after each ⊥ and stays after a hit
     eps_seq = [(led["epsilon"][i], led["item"][i]) for i in gumbel]
-    for (e0, item), (e1, _) in zip(eps_seq, eps_seq[1:]):
+    for (e0, item), (e1, _) in pairwise(eps_seq):
         assert e1 == pytest.approx(e0 * math.sqrt(2) if item is None else e0, rel=1e-15)
     assert eps_seq[0][0] == params["initial_epsilon"]
     # the filter is never exceeded, and it stopped only because the next step would not fit
@@ -170,7 +170,7 @@ def test_count_release_end_to_end(con, table):
     assert rel.items.columns == ["item", "noisy_count", "sigma"]
     assert len(rel) == out.num_rows > 0 and rel.seeded and rel.algo == "pcr"
     true = dict(con.sql("SELECT item, count(DISTINCT user_id) FROM t GROUP BY item").fetchall())
-    z = [(c - true[k]) / s for k, c, s in zip(*(out.column(n).to_pylist() for n in out.column_names))]
+    z = [(c - true[k]) / s for k, c, s in zip(*(out.column(n).to_pylist() for n in out.column_names), strict=True)]
     assert max(map(abs, z)) < 6
     assert rel.spent.rho == 1.0 and rel.spent.zcdp_delta == 1e-6 and rel.ledger_rho <= 1.0
     assert rel.spent.epsilon == pytest.approx(duckdp.Spent.of([duckdp.ZCDP(1.0, 1e-6)]).epsilon)

@@ -7,20 +7,19 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from conftest import leftovers, make_table, random_sets
 from scipy.special import ndtr, ndtri
 
 import duckdp
 from duckdp.mechanisms import get
 from duckdp.mechanisms.dpsips import DPSIPS, round_shares, round_weights
-from duckdp.privacy.budget import EpsDelta, ZCDP, split_exact
+from duckdp.privacy.budget import ZCDP, EpsDelta, split_exact
 from duckdp.privacy.calibration import analytic_gaussian_sigma, gaussian_threshold
 from duckdp.release import Spent
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
 from duckdp.stages.duckdb import DuckDBStages
-
-from conftest import leftovers, make_table, random_sets
 
 MECH = DPSIPS()
 DEFAULT = {"iterations": 3, "ratio": 1 / 3}
@@ -30,7 +29,7 @@ DEFAULT = {"iterations": 3, "ratio": 1 / 3}
 def reference_weights(users, items, removed: set) -> dict:
     """One round's weights with no truncation: Σ over users of 1/√|W_u \\ removed| on W_u \\ removed."""
     sets = defaultdict(set)
-    for u, i in zip(users, items):
+    for u, i in zip(users, items, strict=True):
         sets[u].add(i)
     weights = defaultdict(float)
     for s in sets.values():
@@ -91,7 +90,7 @@ def test_shares_golden():
 def test_zcdp_plan_golden():
     plan = MECH.plan(ZCDP(0.1, 1e-5), 100, DEFAULT)
     rhos = [0.1 / 13, 0.3 / 13, 0.9 / 13]
-    for rp, rho, sigma in zip(plan, rhos, [8.0622577, 4.6547466, 2.6874192]):
+    for rp, rho, sigma in zip(plan, rhos, [8.0622577, 4.6547466, 2.6874192], strict=True):
         assert rp.budget.rho == pytest.approx(rho, rel=1e-14)
         assert rp.budget.delta == pytest.approx(rho * 1e-4, rel=1e-14)
         assert rp.scale == pytest.approx(1 / math.sqrt(2 * rho), rel=1e-11) == pytest.approx(sigma, abs=1e-6)
@@ -108,7 +107,7 @@ def test_epsdelta_rounds_compose_exactly():
     plan = MECH.plan(EpsDelta(1.0, 1e-5), 100, DEFAULT)
     mu = 1 / analytic_gaussian_sigma(1.0, 0.5e-5)
     assert mu == pytest.approx(0.25745719589, abs=1e-11)
-    for rp, share in zip(plan, [1 / 13, 3 / 13, 9 / 13]):
+    for rp, share in zip(plan, [1 / 13, 3 / 13, 9 / 13], strict=True):
         assert (rp.budget.epsilon, rp.budget.delta) == pytest.approx((share, share * 1e-5), rel=1e-14)
         assert rp.scale == pytest.approx(1 / (mu * math.sqrt(share)), rel=1e-11)
         assert rp.novel_delta == pytest.approx(share * 0.5e-5, rel=1e-14)
@@ -320,7 +319,8 @@ def test_audit_sql_novel_keys_released_at_most_delta(con):
             finally:
                 ctx.close()
             keys = {int(k[1:]) for k in table.column("item").to_pylist()}
-            hit += [any(i in keys for i in range(j, j + AUDIT_D0)) for j in range(1000, 1000 + n_novel * AUDIT_D0, AUDIT_D0)]
+            hit += [any(i in keys for i in range(j, j + AUDIT_D0))
+                    for j in range(1000, 1000 + n_novel * AUDIT_D0, AUDIT_D0)]
         return np.mean(hit), len(hit)
 
     freq, n = frequency(plan)

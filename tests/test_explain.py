@@ -7,12 +7,11 @@ from types import SimpleNamespace
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import leftovers
 from scipy import stats
 
 import duckdp
 from duckdp.errors import InvalidParameter
-
-from conftest import leftovers
 
 
 def crossing(prob, target: float, n: int) -> bool:
@@ -27,7 +26,7 @@ def test_weighted_gaussian_users_are_exact_crossings(budget):
     assert r.kind == "bound" and [u.keys_per_user for u in r.users] == [1, 2, 5, 10, 20, 50, 100]
     for u in r.users:
         c = 1 / math.sqrt(u.keys_per_user)
-        p = lambda n: stats.norm.sf(r.threshold - n * c, scale=r.scale)   # noqa: E731
+        p = lambda n, c=c: stats.norm.sf(r.threshold - n * c, scale=r.scale)   # noqa: E731
         assert u.weight_per_user == pytest.approx(c)
         assert u.users_50 == math.ceil(r.threshold / c)                  # P = 1/2 exactly at N·c = T
         assert crossing(p, 0.5, u.users_50) and crossing(p, 0.95, u.users_95)
@@ -57,7 +56,7 @@ def test_dpsips_combines_independent_rounds():
     for i, u in enumerate(ex.overall):
         k = u.keys_per_user
 
-        def p(n):
+        def p(n, k=k):
             miss = [stats.norm.cdf(r.threshold - n / math.sqrt(k), scale=r.scale) for r in ex.rounds]
             return 1 - np.prod(miss)
 

@@ -7,13 +7,12 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import leftovers, make_table, random_sets
 
 import duckdp
 from duckdp import InvalidParameter, Session
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
-
-from conftest import leftovers, make_table, random_sets
 
 ALGOS = [a["name"] for a in duckdp.algorithms()] + ["pcr"]
 DESC = {a["name"]: a for a in duckdp.algorithms()}
@@ -41,7 +40,7 @@ def release(con, table, algo, sure=False, session=None, **kw):
         args = dict(algo=algo, max_contributions=4, seed=3, **budget(algo, sure), **extra, **kw)
         r = target.select(con, table, **args) if session is None else target.select(table, **args)
         keys = r.to_arrow()
-    return sorted(map(tuple, zip(*[c.to_pylist() for c in keys.columns])))
+    return sorted(map(tuple, zip(*[c.to_pylist() for c in keys.columns], strict=True)))
 
 
 @pytest.fixture

@@ -4,11 +4,10 @@ import uuid
 
 import pyarrow as pa
 import pytest
+from conftest import leftovers, make_table, random_sets
 
 import duckdp
 from duckdp import DataError, InvalidParameter, SchemaError
-
-from conftest import leftovers, make_table, random_sets
 
 GOOD = dict(algo="weighted_gaussian", rho=0.5, delta=1e-5, max_contributions=5, seed=1)
 

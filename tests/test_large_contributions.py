@@ -84,9 +84,11 @@ def test_select_and_explain_with_huge_max_contributions(con):
     start = time.perf_counter()
     r = duckdp.select(con, "t", algo="weighted_gaussian", epsilon=1, delta=1e-5, max_contributions=10**9, seed=1)
     assert time.perf_counter() - start < 5 and r.max_contributions == 10**9
-    assert "Δ0 = 1000000000000\n" in str(duckdp.explain("weighted_gaussian", epsilon=1, delta=1e-5, max_contributions=10**12))
+    explained = duckdp.explain("weighted_gaussian", epsilon=1, delta=1e-5, max_contributions=10**12)
+    assert "Δ0 = 1000000000000\n" in str(explained)
     for bad in (10**16, 10**30):
-        with pytest.raises(InvalidParameter, match="max_contributions must be an integer >= 1 and <= 1,000,000,000,000,000"):
+        with pytest.raises(InvalidParameter,
+                           match="max_contributions must be an integer >= 1 and <= 1,000,000,000,000,000"):
             duckdp.select(con, "t", algo="weighted_gaussian", epsilon=1, delta=1e-5, max_contributions=bad)
         with pytest.raises(InvalidParameter, match="max_contributions"):
             duckdp.explain("mad", epsilon=1, delta=1e-5, max_contributions=bad)
@@ -97,7 +99,8 @@ def test_cli_huge_max_contributions(tmp_path, capsys):
 
     duckdb.sql(f"COPY (SELECT range % 50 AS user_id, 'w' || (range % 7) AS item FROM range(500)) "
                f"TO '{tmp_path / 'in.parquet'}' (FORMAT PARQUET)")
-    base = ["select", str(tmp_path / "in.parquet"), "--epsilon", "1", "--delta", "1e-5", "-o", str(tmp_path / "o.parquet")]
+    base = ["select", str(tmp_path / "in.parquet"), "--epsilon", "1", "--delta", "1e-5",
+            "-o", str(tmp_path / "o.parquet")]
     assert cli.main(base + ["--max-contributions", str(10**12), "--seed", "1"]) == 0
     capsys.readouterr()
     assert cli.main(base + ["--max-contributions", str(10**16)]) == 2

@@ -23,7 +23,7 @@ import duckdp
 from duckdp.macros import macro_sql
 from duckdp.mechanisms import get
 from duckdp.mechanisms.basic import gaussian_round
-from duckdp.privacy.budget import EpsDelta, ZCDP
+from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import constant_novelty, gaussian_release_probability, weighted_l2_novelty
 from duckdp.templates import sql_dir
 
@@ -88,7 +88,8 @@ def test_cli_calibration_equals_python():
         kinds(kind2, sens, expo) AS (VALUES ('weighted', NULL, 0.5), ('count', 1, 0.0)),
         calibrated AS (
           SELECT *, coalesce(sens * sqrt(d0), 1) AS sensitivity,
-                 CASE WHEN kind = 'epsilon' THEN duckdp_analytic_gaussian_sigma(v, delta / 2, coalesce(sens * sqrt(d0), 1))
+                 CASE WHEN kind = 'epsilon'
+                      THEN duckdp_analytic_gaussian_sigma(v, delta / 2, coalesce(sens * sqrt(d0), 1))
                       ELSE duckdp_zcdp_sigma(v, coalesce(sens * sqrt(d0), 1)) END AS sigma,
                  CASE WHEN kind = 'epsilon' THEN delta / 2 ELSE delta END AS novel_delta
           FROM grid, kinds)
@@ -120,7 +121,7 @@ def test_dpsips_plan_equals_python(mcon, budget, ratio):
                     params={"a": amount, "d": budget.delta, "r": ratio}).fetchall()
     plan = get("dpsips").plan(budget, 50, {"iterations": 3, "ratio": ratio})
     assert len(rows) == len(plan) == 3
-    for (a, d, sigma, threshold), p in zip(rows, plan):
+    for (a, d, sigma, threshold), p in zip(rows, plan, strict=True):
         want = p.budget.epsilon if kind == "epsilon" else p.budget.rho
         assert a == pytest.approx(want, rel=1e-12) and d == pytest.approx(p.budget.delta, rel=1e-12)
         assert sigma == pytest.approx(p.scale, rel=1e-9) and threshold == pytest.approx(p.threshold, rel=1e-9)

@@ -5,6 +5,8 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import halve_thresholds, leftovers
+from reference_mad import basic_weights, mad2r_release, mad_weights, support, user_weights
 from scipy.stats import norm
 
 import duckdp
@@ -12,7 +14,7 @@ from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get
 from duckdp.mechanisms.base import RoundPlan
 from duckdp.mechanisms.mad import MadRound, unbiased_vectors
-from duckdp.privacy.budget import EpsDelta, ZCDP
+from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import gaussian_threshold
 from duckdp.privacy.composition import gaussian_rounds
 from duckdp.privacy.mad import adaptive_threshold, max_reroute_fraction, reroute_fraction
@@ -22,9 +24,6 @@ from duckdp.run import RunContext
 from duckdp.source import resolve
 from duckdp.stages import Query
 from duckdp.stages.duckdb import DuckDBStages
-
-from conftest import halve_thresholds, leftovers
-from reference_mad import basic_weights, mad2r_release, mad_weights, support, user_weights
 
 EPS = 1e-9
 

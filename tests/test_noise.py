@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import leftovers
 from scipy.stats import beta as beta_dist
 from scipy.stats import gumbel_r, kstest, laplace, norm
 
@@ -15,8 +16,6 @@ from duckdp.prf import PRFKey, _aes, noise
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
-
-from conftest import leftovers
 
 _M, _MASK = 0xD6E8FEB86659FD93, 2**64 - 1
 _M_INV = pow(_M, -1, 2**64)
@@ -119,8 +118,8 @@ def test_noise_does_not_depend_on_batches(con, monkeypatch, item):
     keys, z = _noised(con, "t", "item")
     monkeypatch.setattr(noise_stage, "BATCH_ROWS", 7)
     small_keys, small_z = _noised(con, "t", "item")
-    ref = dict(zip(keys.column("item").to_pylist(), z))
-    assert len(ref) == 97 and dict(zip(small_keys.column("item").to_pylist(), small_z)) == ref
+    ref = dict(zip(keys.column("item").to_pylist(), z, strict=True))
+    assert len(ref) == 97 and dict(zip(small_keys.column("item").to_pylist(), small_z, strict=True)) == ref
     con.execute("CREATE TABLE e AS SELECT * FROM t WHERE false")
     none, zn = _noised(con, "e", "item")
     assert none.num_rows == 0 and none.column_names == ["item"] and zn.size == 0
@@ -170,7 +169,7 @@ def _pairs_table(con, name: str, pairs: int, victim: bool) -> None:
         rows += [(users + u, *a) for u in range(18)] + [(users + 18 + u, *b) for u in range(18)]
         if victim:
             rows.append((users + 36, *a))
-    users, k0, k1 = zip(*rows)
+    users, k0, k1 = zip(*rows, strict=True)
     con.register("_pairs", pa.table({"user_id": users, "k0": k0, "k1": k1}))
     con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _pairs")
     con.unregister("_pairs")
@@ -198,7 +197,7 @@ def _event_count(con, table: str, algo: str, seeds) -> int:
     for seed in seeds:
         out = duckdp.select(con, table, algo=algo, epsilon=1.0, delta=1e-5, max_contributions=1,
                             item_col=["k0", "k1"], seed=seed).to_arrow()
-        released = set(zip(out.column("k0").to_pylist(), out.column("k1").to_pylist()))
+        released = set(zip(out.column("k0").to_pylist(), out.column("k1").to_pylist(), strict=True))
         firsts = {k0 for k0, _ in released}
         hits += sum(1 for k0, k1 in released if k0 % 2 == 0 and k0 + 1 not in firsts)
     return hits

@@ -4,19 +4,18 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import DATA, leftovers, make_table, random_sets
 
 import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get, policy
 from duckdp.mechanisms.policy_updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
-from duckdp.privacy.budget import EpsDelta, ZCDP
+from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import gaussian_release_probability, laplace_release_probability
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
 from duckdp.stages.duckdb import DuckDBStages
-
-from conftest import DATA, leftovers, make_table, random_sets
 
 ALGOS = ["policy_laplace", "policy_gaussian", "policy_gaussian_l1", "gw"]
 
@@ -297,7 +296,7 @@ def test_update_loop_matches_plain_python_over_batches(con, monkeypatch):
     ref = {}
     for user_items in lists:
         new = l2_descent(np.array([ref.get(i, 0.0) for i in user_items]), 2.0)
-        ref.update(zip(user_items, new))
+        ref.update(zip(user_items, new, strict=True))
     assert len(lists) == 400 and all(len(x) <= 6 for x in lists)
     np.testing.assert_allclose(got, [ref.get(i, 0.0) for i in range(n)], rtol=0, atol=1e-12)
 
@@ -384,7 +383,7 @@ def test_multi_column_keys(con, algo):
                       item_col=["a", "b"], seed=1, **_opt(algo))
     got = r.to_arrow()
     assert got.column_names == ["a", "b"] and got.num_rows > 0
-    assert set(zip(*got.to_pydict().values())) <= {(i % 7, f"x{i // 7}") for i in items}
+    assert set(zip(*got.to_pydict().values(), strict=True)) <= {(i % 7, f"x{i // 7}") for i in items}
     assert leftovers(con) == []
 
 

@@ -8,12 +8,11 @@ import threading
 import duckdb
 import numpy as np
 import pytest
+from conftest import leftovers
 
 import duckdp
 from duckdp import InvalidParameter, SchemaError, Session, cli
 from duckdp.rng import Randomness
-
-from conftest import leftovers
 
 BAD_NUMBERS = [True, False, np.bool_(True), "1", "1e-6", b"1", [1.0], 1 + 0j]
 DESC = {a["name"]: a for a in duckdp.algorithms()}
@@ -52,7 +51,7 @@ def test_budget_and_core_parameters_refuse_booleans_and_strings(small, bad):
     refused(lambda: Session(small, rho=1.0, delta=bad), "delta")
     for name in ("rho", "delta", "seed", "initial_epsilon", "delta_per_call", "kbar", "relative_error"):
         args = dict(rho=0.5, delta=1e-5, seed=1) | {name: bad}
-        refused(lambda: duckdp.count_release(small, "t", **args), name)
+        refused(lambda args=args: duckdp.count_release(small, "t", **args), name)
     assert leftovers(small) == []
 
 

@@ -4,14 +4,13 @@ import math
 
 import numpy as np
 import pytest
+from conftest import leftovers
 from scipy.optimize import linprog
 
 import duckdp
 from duckdp.mechanisms import get
 from duckdp.mechanisms.truncated_geometric import keep_probabilities
 from duckdp.privacy.budget import EpsDelta
-
-from conftest import leftovers
 
 CASES = [(1.0, 1e-5), (0.1, 1e-3), (2.0, 0.05), (0.5, 1e-9)]
 
@@ -45,10 +44,14 @@ def lp_optimum(eps, delta, n_max):
     rows, rhs = [], []
     for n in range(1, n_max + 1):
         for a, b in ((n, n - 1), (n - 1, n)):
-            r = np.zeros(n_max + 1); r[a], r[b] = 1, -e          # π(a) ≤ e^ε π(b) + δ
-            rows.append(r); rhs.append(delta)
-            r = np.zeros(n_max + 1); r[a], r[b] = -1, e          # 1−π(a) ≤ e^ε(1−π(b)) + δ
-            rows.append(r); rhs.append(delta + e - 1)
+            r = np.zeros(n_max + 1)
+            r[a], r[b] = 1, -e                                   # π(a) ≤ e^ε π(b) + δ
+            rows.append(r)
+            rhs.append(delta)
+            r = np.zeros(n_max + 1)
+            r[a], r[b] = -1, e                                   # 1−π(a) ≤ e^ε(1−π(b)) + δ
+            rows.append(r)
+            rhs.append(delta + e - 1)
     bounds = [(0, 0)] + [(0, 1)] * n_max
     res = linprog(-np.ones(n_max + 1), A_ub=np.array(rows), b_ub=np.array(rhs), bounds=bounds, method="highs")
     assert res.success
@@ -119,7 +122,8 @@ def test_audit_neighbouring_counts_at_large_delta(con):
         tol = 4 * math.hypot(se[n + 1], e * se[n])
         assert rates[n + 1] <= e * rates[n] + delta + tol                 # keep event
         assert 1 - rates[n] <= e * (1 - rates[n + 1]) + delta + tol       # drop event
-    tight = [n for n in ns[:-1] if pi_table(eps, delta, 8)[n + 1] == pytest.approx(e * pi_table(eps, delta, 8)[n] + delta)]
+    pi = pi_table(eps, delta, 8)
+    tight = [n for n in ns[:-1] if pi[n + 1] == pytest.approx(e * pi[n] + delta)]
     assert tight == [0, 1, 2]
     for n in tight:
         assert abs(rates[n + 1] - (e * rates[n] + delta)) <= 4 * math.hypot(se[n + 1], e * se[n])

@@ -16,9 +16,10 @@ Privacy (user-level add/remove neighbours D, D' = D + u):
      nobody holds has a pure-noise ŵ). Every user's R_u, R̃_u and x_u are functions of their own S_u,
      that state and their own truncation coins, so w(D') − w(D) = x_u, and step 3 keeps ‖x_u‖₂ ≤ 1:
      the round is a Gaussian mechanism of ℓ2 sensitivity 1 (tested: norms and caps on random and
-     adversarial inputs; float rounding, ~1e-16 relative, is covered by σ's 1e-12 round-up). This needs step 4's rule: the state must come from a noisy weight of every
-     key still in play. Were keys outside the last round's support treated as dropped, u keeping a
-     key in R̃_u would change that key's state, hence other users' vectors (tests pin this trap).
+     adversarial inputs; float rounding, ~1e-16 relative, is covered by σ's 1e-12 round-up). This
+     needs step 4's rule: the state must come from a noisy weight of every key still in play. Were
+     keys outside the last round's support treated as dropped, u keeping a key in R̃_u would change
+     that key's state, hence other users' vectors (tests pin this trap).
   2. Novel keys. A key only u holds gets x_ui ≤ c/√d ≤ c/√k, k ≤ d the number of u's novel keys in
      R̃_u, so with T_j above P(some novel key crosses T_j) ≤ δ_j (Gopi et al. ICML 2020, Thm 5.1 with
      ρ(k) = c/√k; DP-SIPS Thm 13). Off the novel keys, round j is the Gaussian mechanism of step 1.
@@ -135,7 +136,8 @@ class AdaptiveSIPS(Mechanism):
             return RoundGuarantee("bound", weighting_text(0.5) + " (all keys at level 1)", probability)
         return RoundGuarantee("reference", weighting_text(0.5) + " for a key at level 1", probability, [
             f"keys whose earlier noisy weight fell below a_drop·σ are dropped and keys below a_full·σ get level "
-            f"β_min = {params['beta_min']:g}: no bound; T uses the cap c = {plan.extra.cap:g} (novel sensitivity c/√k)"])
+            f"β_min = {params['beta_min']:g}: no bound; T uses the cap c = {plan.extra.cap:g} "
+            f"(novel sensitivity c/√k)"])
 
     def explain_overall(self, rounds):
         if len(rounds) == 1:
@@ -164,7 +166,8 @@ class AdaptiveSIPS(Mechanism):
         last = stages.release(stages.adaptive_sips_weights(round_vectors(stages, remaining, plan[-1],
                                                                          max_contributions)), plan[-1])
         table = stages.output(last if state is None else stages.union(stages.adaptive_sips_released(state), last))
-        rounds.append(Round.from_plan(len(plan) - 1, plan[-1], stages.num_rows(table) - sum(r.released for r in rounds)))
+        released = stages.num_rows(table) - sum(r.released for r in rounds)
+        rounds.append(Round.from_plan(len(plan) - 1, plan[-1], released))
         return table, rounds
 
 

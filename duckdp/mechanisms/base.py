@@ -4,8 +4,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -70,7 +71,7 @@ class Round:
         return dict(self.extra) if isinstance(self.extra, dict) else dataclasses.asdict(self.extra)
 
     @classmethod
-    def from_plan(cls, index: int, plan: RoundPlan, released: int) -> "Round":
+    def from_plan(cls, index: int, plan: RoundPlan, released: int) -> Round:
         return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, copy.copy(plan.extra),
                    plan.sensitivity, plan.novel_delta, plan.mu)
 

@@ -9,6 +9,7 @@ keyed-hash subsample); the weighted versions add 1/√|W̄| (ℓ2 sensitivity 1,
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from ..privacy.budget import EpsDelta, split_exact
 from ..privacy.calibration import (
@@ -76,6 +77,8 @@ def basic_weights(stages, max_contributions: int, exponent: float, pairs=None):
 
 
 class _Basic(Mechanism):
+    exponent: ClassVar[float]           # every Basic variant sets its weighting exponent
+
     def run(self, stages, plan, params):
         (round_plan,) = plan
         weights = basic_weights(stages, params["max_contributions"], self.exponent)

@@ -82,7 +82,7 @@ def update_loop(batches, n_items: int, update, gamma: float, progress: _Progress
         lists = batch.column(0)
         offsets = lists.offsets.to_numpy()
         ids = lists.values.to_numpy()
-        for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
             user_items = ids[start:end]
             weights[user_items] = update(weights[user_items], gamma)
         if progress:

@@ -38,7 +38,8 @@ def keep_probabilities(epsilon: float, delta: float) -> np.ndarray:
         raise InvalidParameter(f"per-key ε={epsilon:g}, δ={delta:g} need more than {_MAX_STEPS:,} keep "
                                "probabilities; raise epsilon or lower max_contributions")
     grow, shrink = math.exp(epsilon), math.exp(-epsilon)
-    probs, p = [], 0.0
+    probs: list[float] = []
+    p = 0.0
     while True:
         p = min(grow * p + delta, 1.0 - shrink * (1.0 - p - delta), 1.0)
         if p >= 1.0:

@@ -33,7 +33,7 @@ class EpsDelta:
         object.__setattr__(self, "epsilon", _check_positive("epsilon", self.epsilon))
         object.__setattr__(self, "delta", _check_delta(self.delta))
 
-    def scaled(self, fraction: float) -> "EpsDelta":
+    def scaled(self, fraction: float) -> EpsDelta:
         """The share `fraction` of both ε and δ (used for basic-composition splits)."""
         return EpsDelta(self.epsilon * fraction, self.delta * fraction)
 
@@ -55,7 +55,7 @@ class ZCDP:
         object.__setattr__(self, "rho", _check_positive("rho", self.rho))
         object.__setattr__(self, "delta", _check_delta(self.delta))
 
-    def scaled(self, fraction: float) -> "ZCDP":
+    def scaled(self, fraction: float) -> ZCDP:
         return ZCDP(self.rho * fraction, self.delta * fraction)
 
     def as_dict(self) -> dict:
@@ -79,12 +79,13 @@ def _exact_parts(total: float, shares: list[float]) -> list[float]:
     return parts
 
 
-def split_exact(budget: "Budget", shares: list[float]) -> list:
+def split_exact(budget: Budget, shares: list[float]) -> list:
     """Budgets with these shares of ε (or ρ) and δ whose sums are exactly `budget`'s, so composing
     them (basic composition, or additive zCDP) spends exactly what was requested, never more. Rounds
     calibrated jointly (privacy/composition.py) carry these shares as their charge in the ledger."""
     amount = budget.epsilon if isinstance(budget, EpsDelta) else budget.rho
-    return [type(budget)(a, d) for a, d in zip(_exact_parts(amount, shares), _exact_parts(budget.delta, shares))]
+    parts = zip(_exact_parts(amount, shares), _exact_parts(budget.delta, shares), strict=True)
+    return [type(budget)(a, d) for a, d in parts]
 
 
 def make_budget(epsilon=None, delta=None, rho=None) -> Budget:

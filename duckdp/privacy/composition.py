@@ -62,11 +62,11 @@ def gaussian_rounds(budget: Budget, shares, sensitivities=None) -> GaussianRound
         mu = 1.0 / analytic_gaussian_sigma(budget.epsilon, budget.delta / 2)
         novel = budget.delta / 2
         # μ_j = Δ_j/σ_j with μ_j² = share_j·μ², σ rounded up so √Σμ_j² ≤ μ (Dong et al. Cor. 3.3).
-        sigmas = [_up(d / (mu * math.sqrt(s))) for s, d in zip(shares, sensitivities)]
+        sigmas = [_up(d / (mu * math.sqrt(s))) for s, d in zip(shares, sensitivities, strict=True)]
     else:
         mu = math.sqrt(2 * budget.rho)        # ρ-zCDP Gaussians: Δ²/(2σ²) = ρ ⇔ Δ/σ = √(2ρ)
         novel = budget.delta
-        sigmas = [zcdp_sigma(r, d) for r, d in zip(_exact_parts(budget.rho, shares), sensitivities)]
+        sigmas = [zcdp_sigma(r, d) for r, d in zip(_exact_parts(budget.rho, shares), sensitivities, strict=True)]
     return GaussianRounds(mu, sigmas, _exact_parts(novel, shares))
 
 
@@ -108,17 +108,19 @@ class Spent:
         calibrated to jointly, so their sum is that budget."""
         if not budgets:
             raise ValueError("a release spends at least one round's budget")
-        if all(isinstance(b, ZCDP) for b in budgets):
-            rho = sum(b.rho for b in budgets)
-            delta = min(sum(b.delta for b in budgets), 1.0)
+        zcdp = [b for b in budgets if isinstance(b, ZCDP)]
+        if len(zcdp) == len(budgets):
+            rho = sum(b.rho for b in zcdp)
+            delta = min(sum(b.delta for b in zcdp), 1.0)
             epsilon, delta_dp = zcdp_as_dp(rho, delta)
             return cls(epsilon, delta_dp, rho, delta)
-        if all(isinstance(b, EpsDelta) for b in budgets):
-            return cls(sum(b.epsilon for b in budgets), min(sum(b.delta for b in budgets), 1.0))
+        approx = [b for b in budgets if isinstance(b, EpsDelta)]
+        if len(approx) == len(budgets):
+            return cls(sum(b.epsilon for b in approx), min(sum(b.delta for b in approx), 1.0))
         raise ValueError("cannot compose a mix of zCDP and (ε, δ) rounds")
 
     def as_dict(self) -> dict:
-        out = {"epsilon": self.epsilon, "delta": self.delta}
+        out: dict[str, float | None] = {"epsilon": self.epsilon, "delta": self.delta}
         if self.rho is not None:
             out |= {"rho": self.rho, "zcdp_delta": self.zcdp_delta}
         return out
