@@ -11,7 +11,6 @@ from conftest import leftovers, make_table, random_sets
 
 import duckdp
 from duckdp import InvalidParameter, Session
-from duckdp.rng import Randomness
 from duckdp.run import RunContext
 
 ALGOS = [a["name"] for a in duckdp.algorithms()] + ["pcr"]
@@ -115,10 +114,12 @@ def test_dpsips_interrupted_between_rounds(data, monkeypatch):
 @pytest.mark.parametrize("kind", ["gaussian", "laplace", "uniform"])
 def test_failing_noise_source_leaves_nothing(data, monkeypatch, kind):
     """An exception inside the noise pass is cleaned up too."""
-    def broken(self, *args):
+    from duckdp import noise_stage
+
+    def broken(*args, **kwargs):
         raise RuntimeError("noise source failed")
 
-    monkeypatch.setattr(Randomness, "noise", broken)
+    monkeypatch.setattr(noise_stage, "noise", broken)      # the stage's PRF noise call (duckdp/prf.py)
     algo = {"gaussian": "mad2r", "laplace": "policy_laplace", "uniform": "truncated_geometric"}[kind]
     with pytest.raises(RuntimeError, match="noise source failed"):
         release(data, "t", algo)
