@@ -14,6 +14,7 @@ from .release import Release, Spent
 from .rng import Randomness
 from .run import RunContext
 from .source import check_nulls, resolve
+from .spark import is_spark_session
 
 
 def algorithms() -> list[dict]:
@@ -27,13 +28,14 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     """Release keys of `table` under user-level (ε, δ)-DP or δ-approximate ρ-zCDP.
 
     `table` is a table or view name, a DuckDBPyRelation, or any object DuckDB can register
-    (pandas/polars DataFrame, Arrow table). The input is only read. `seed` makes the release
+    (pandas/polars DataFrame, Arrow table). With a SparkSession as `con`, a Spark DataFrame or
+    table name, run by duckdp.spark (the same plan; `items` is then a Spark DataFrame). The input is only read. `seed` makes the release
     reproducible (for tests and demos; the release says it was seeded).
     `_on_plan(budgets, input)` (internal, for Session) runs once the input is resolved and before
     any data is read; raising there aborts the release.
     """
-    if not isinstance(con, duckdb.DuckDBPyConnection):
-        raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
+    if not (isinstance(con, duckdb.DuckDBPyConnection) or is_spark_session(con)):
+        raise InvalidParameter(f"con must be a duckdb connection or a SparkSession, got {type(con).__name__}")
     mech = mechanisms.get(algo)
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech.check_budget(budget)
@@ -42,6 +44,11 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     plan = mech.plan(budget, max_contributions, params)        # all σ and T before data is read
     randomness = Randomness(seed)
     run_params = params | {"max_contributions": max_contributions}
+    if is_spark_session(con):                                  # the same plan, run by Spark stages
+        from .spark.api import select as spark_select
+
+        return spark_select(con, table, mech, budget, plan, params, run_params, randomness, user_col, item_col,
+                            _on_plan)
 
     run_id = secrets.token_hex(6)
     source = resolve(con, table, user_col, item_col, run_id)   # unregisters its view on failure

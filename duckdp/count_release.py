@@ -39,6 +39,7 @@ from .release import Release, Spent
 from .rng import Randomness
 from .run import RunContext
 from .source import check_nulls, resolve
+from .spark import is_spark_session
 
 CITATION = ("Rogers, Private Count Release (2024), Alg. 1–2, Thm 4–6; "
             "Unknown-Domain Gumbel: Durfee & Rogers, NeurIPS 2019")
@@ -204,8 +205,8 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
     reproducible (tests and demos; the release says it was seeded). `_on_plan(budgets, input)`
     (internal, for Session) runs once the input is resolved and before any data is read.
     """
-    if not isinstance(con, duckdb.DuckDBPyConnection):
-        raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
+    if not (isinstance(con, duckdb.DuckDBPyConnection) or is_spark_session(con)):
+        raise InvalidParameter(f"con must be a duckdb connection or a SparkSession, got {type(con).__name__}")
     budget = make_budget(rho=rho, delta=delta)
     params = {"initial_epsilon": _check_real("initial_epsilon", initial_epsilon, 0.0),
               "delta_per_call": _check_real("delta_per_call", delta_per_call, 0.0, 1.0),
@@ -216,6 +217,10 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
     if not budget.delta > params["delta_per_call"]:
         raise InvalidParameter(f"delta={delta!r} must exceed delta_per_call={delta_per_call!r} (Rogers Alg. 2)")
     randomness = Randomness(seed)
+    if is_spark_session(con):                                  # top counts by Spark, Alg. 2 the same
+        from .spark.api import count_release as spark_count_release
+
+        return spark_count_release(con, table, budget, params, randomness, user_col, item_col, _on_plan)
 
     run_id = secrets.token_hex(6)
     source = resolve(con, table, user_col, item_col, run_id)     # unregisters its view on failure
