@@ -6,24 +6,23 @@ import pyarrow as pa
 
 from ..errors import SchemaError
 from ..release import Release, Spent
-from .mechanisms import runner
-from .run import SparkRun
+from .mechanisms import spark_run
 from .source import check_nulls, resolve
+from .stages import SparkStages
 
 
 def select(spark, table, mech, budget, plan, params, run_params, randomness, user_col, item_col, on_plan) -> Release:
     """Resolve → (Session hook) → NULL check → run the mechanism's Spark stages → Release."""
-    run_fn = runner(mech.name)                 # sequential policies: a clear error before any data is read
+    run = spark_run(mech.name)                 # sequential policies: a clear error before any data is read
     source = resolve(spark, table, user_col, item_col)
-    run = SparkRun(spark, source, randomness)
+    stages = SparkStages(spark, source, randomness)
     try:
         if on_plan is not None:
             on_plan([p.budget for p in plan], source.description)
         check_nulls(source)
-        released, rounds = run_fn(run, plan, run_params)
+        out, rounds = run(stages, plan, run_params)
     finally:
-        run.close()
-    out = run.output(released)
+        stages.close()
     return Release(items=spark.createDataFrame(out), algo=mech.name, citation=mech.citation, budget=budget,
                    spent=Spent.of([r.budget for r in rounds]), rounds=rounds, seeded=randomness.seeded,
                    max_contributions=run_params["max_contributions"], params=params, input=source.description,
@@ -33,8 +32,6 @@ def select(spark, table, mech, budget, plan, params, run_params, randomness, use
 def count_release(spark, table, budget, params, randomness, user_col, item_col, on_plan):
     """Private Count Release (count_release.py) with the k̄ + 1 largest counts computed by Spark
     (sql/count_release.sql: distinct users per key, ties by a keyed hash) and Alg. 2 in numpy."""
-    from pyspark.sql import functions as F
-
     from ..count_release import _OUTPUT_COLUMNS, CITATION, CountRelease, ledger_rounds, private_count_release
 
     source = resolve(spark, table, user_col, item_col)
@@ -45,9 +42,7 @@ def count_release(spark, table, budget, params, randomness, user_col, item_col, 
         on_plan([budget], source.description)
     check_nulls(source)
     keys = source.keys
-    tie = F.xxhash64(F.lit(randomness.salt()), *[F.col(k) for k in keys])
-    top = (source.pairs().groupBy(*keys).agg(F.count(F.lit(1)).alias("_dp_count"))
-           .orderBy(F.col("_dp_count").desc(), tie, *keys).limit(params["kbar"] + 1).toArrow())
+    top = SparkStages(spark, source, randomness).top_counts(params["kbar"] + 1)
     counts = top.column("_dp_count").to_numpy().astype(np.float64)
     next_count = float(counts[params["kbar"]]) if counts.size > params["kbar"] else 0.0
     result = private_count_release(counts[:params["kbar"]], next_count, budget, randomness, **params)

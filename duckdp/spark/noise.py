@@ -1,25 +1,50 @@
-"""Per-key noise on Spark: one standard draw per key, keyed by the run's secret randomness.
+"""Per-key noise on Spark: each key's 128-bit PRF counter computed natively, the draw in a pandas_udf.
 
-This is the one place the Spark engine draws noise (`standard_draws`); everything else scales and
-thresholds the column it adds. The draw is a function of the run's secret key and an injective
-text encoding of the key only (no Spark `hash`, which is 32-bit Murmur3), evaluated in a
-vectorised `pandas_udf`, so recomputing a lost partition gives the same noise.
-
-Counter: the first 60 bits of MD5(salt ‖ len(v₀):v₀ ‖ len(v₁):v₁ ‖ …) over the key columns cast
-to text (binary as hex, nested types as JSON), computed natively by Spark; the salt is fresh per
-round. The numpy side is `Randomness.<kind>` (duckdp/rng.py), the same generator as DuckDB's UDFs.
+Counters follow the DuckDB noise stage (duckdp/counters.py in the PRF noise module) exactly, so a
+seeded release draws the same noise for the same key on both engines:
+- one integer key column: the integer as 128-bit two's complement (hi = −1 or 0, lo = its bits);
+- otherwise MD5 of enc = ‖_i octet_length(s_i) ':' s_i with s_i the column as text (binary as
+  upper-case hex), hi/lo = digest bytes 0–7 / 8–15 read little-endian (DuckDB's
+  md5_number_upper/lower). Integer and string columns encode identically on both engines.
+Digest counters shared by several keys present are detected and ranked by key value; rank r > 0
+draws from its own sub-key, so distinct keys always get independent noise. Spark's `hash` (32-bit
+Murmur3) is never used for noise. The draw is a pure function of (release key, round, counter,
+rank), so recomputing a lost partition reproduces it; the release key travels to the executors
+inside the UDF, like the data it protects.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd     # a pyspark dependency; module-level so pandas_udf resolves the type hints
 
-from ..rng import Randomness
-from ..udfs import KINDS
+_INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _u64(x) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.int64).view(np.uint64)
+
+
+def round_tag(randomness) -> int:
+    """A fresh round tag (PRF noise module), else a fresh salt for the pre-PRF generator."""
+    return randomness.next_round() if hasattr(randomness, "next_round") else randomness.salt()
+
+
+def standard(kind: str, randomness, tag: int, hi, lo, ranks) -> np.ndarray:
+    """THE noise call: standard `kind` draws for 128-bit counters (hi, lo) with collision ranks.
+
+    With the PRF noise module (duckdp/prf.py) this is `Randomness.noise`, the DuckDB stage's own
+    function; the pre-PRF generator (duckdp/rng.py SplitMix) gets one 64-bit counter per key
+    instead. After the merge only the first line remains.
+    """
+    if hasattr(randomness, "noise"):
+        return randomness.noise(kind, tag, _u64(hi), _u64(lo), np.asarray(ranks, dtype=np.int64), threads=1)
+    counters = (_u64(hi) * _GOLDEN) ^ _u64(lo) ^ np.uint64(tag) ^ (_u64(ranks) << np.uint64(56))
+    return getattr(randomness, kind)(counters)
 
 
 def _text(col, dtype):
-    """An injective text form of one key column of Spark type `dtype`."""
+    """The column as text (binary as upper-case hex, as DuckDB's hex(BLOB); nested types as JSON)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -30,27 +55,53 @@ def _text(col, dtype):
     return col.cast("string")
 
 
-def key_counter(df, keys: list[str], salt: int):
-    """A 60-bit counter column per key: MD5 of the salt and a length-prefixed key encoding."""
+def _le64(md5_hex, start: int):
+    """Digest bytes start..start+7 (0-based, of the hex string `md5_hex`) read little-endian, as a signed long."""
     from pyspark.sql import functions as F
 
-    parts = [F.lit(f"{salt}|")]
-    for k in keys:
-        text = _text(F.col(k), df.schema[k].dataType)
-        parts += [F.length(text).cast("string"), F.lit(":"), text]
-    return F.conv(F.substring(F.md5(F.concat(*parts)), 1, 15), 16, 10).cast("long")
+    rev = F.concat(*[F.substring(md5_hex, 2 * (start + b) + 1, 2) for b in range(7, -1, -1)])
+    return F.conv(rev, 16, -10).cast("long")        # a negative target base reads the 64 bits as signed
 
 
-def standard_draws(df, keys: list[str], kind: str, randomness: Randomness, name: str = "_dp_z"):
-    """`df` with column `name`: one standard `kind` draw (N(0,1), Lap(0,1), Gumbel, U(0,1)) per key."""
+def counters(df, keys: list[str]):
+    """(hi, lo, may_collide): the 128-bit counter columns of the key columns `keys` of `df`."""
+    from pyspark.sql import functions as F
+
+    types = [df.schema[k].dataType for k in keys]
+    if len(keys) == 1 and type(types[0]).__name__ in _INTEGRAL:
+        k = F.col(keys[0]).cast("long")
+        return F.when(k < 0, F.lit(-1)).otherwise(F.lit(0)).cast("long"), k, False
+    parts = []
+    for k, t in zip(keys, types):
+        s = _text(F.col(k), t)
+        parts += [F.octet_length(s).cast("string"), F.lit(":"), s]
+    digest = F.md5(F.concat(*parts))
+    return _le64(digest, 0), _le64(digest, 8), True
+
+
+def noised(stages, frame, kind: str, name: str = "_dp_z"):
+    """`frame` (one row per key) with column `name`: a fresh standard `kind` draw per key."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
 
-    if kind not in KINDS:
-        raise ValueError(f"unknown noise kind {kind!r}")
-    sample = getattr(randomness, kind)
+    randomness, keys = stages.randomness, stages.keys
+    tag = round_tag(randomness)
+    hi, lo, may_collide = counters(frame, keys)
+    frame = frame.withColumn("_dp_chi", hi).withColumn("_dp_clo", lo)
+    rank = F.lit(0).cast("long")
+    if may_collide:             # counters held by more than one key present: rank them by key value
+        frame = stages.store(frame)
+        dup = frame.groupBy("_dp_chi", "_dp_clo").count().where(F.col("count") > 1).drop("count")
+        if dup.limit(1).count():
+            ranked = (frame.join(dup, ["_dp_chi", "_dp_clo"]).select(
+                *keys, (F.row_number().over(Window.partitionBy("_dp_chi", "_dp_clo").orderBy(*keys)) - 1)
+                .alias("_dp_rank")))
+            frame = frame.join(ranked, keys, "left")
+            rank = F.coalesce(F.col("_dp_rank"), F.lit(0)).cast("long")
 
     @pandas_udf("double")
-    def draw(counter: pd.Series) -> pd.Series:
-        return pd.Series(sample(counter.to_numpy(dtype=np.int64).astype(np.uint64)))
+    def draw(chi: pd.Series, clo: pd.Series, rk: pd.Series) -> pd.Series:
+        return pd.Series(standard(kind, randomness, tag, chi.to_numpy(), clo.to_numpy(), rk.to_numpy()))
 
-    return df.withColumn(name, draw(key_counter(df, keys, randomness.salt())))
+    return frame.withColumn(name, draw(F.col("_dp_chi"), F.col("_dp_clo"), rank)).drop("_dp_chi", "_dp_clo", "_dp_rank")
