@@ -68,4 +68,4 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
                    _table=table_out)
 
 
-__all__ = ["select", "algorithms", "Round"]
+__all__ = ["Round", "algorithms", "select"]

@@ -38,10 +38,12 @@ import pyarrow as pa
 
 from . import mechanisms
 from .api import select as _select
-from .count_release import CountRelease, count_release as _count_release
+from .count_release import CountRelease
+from .count_release import count_release as _count_release
 from .errors import BudgetExceeded, DataError, InvalidParameter
-from .privacy.budget import Budget, EpsDelta, ZCDP, make_budget
+from .privacy.budget import ZCDP, Budget, EpsDelta, make_budget
 from .release import Release, Spent
+from .spark import is_spark_session
 from .templates import quote_ident
 
 
@@ -101,13 +103,17 @@ class Session:
     `Session(con, epsilon=1, delta=1e-6)` or `Session(con, rho=0.5, delta=1e-6)`. With
     `ledger_table="name"` (or a (schema, table) / (database, schema, table) tuple) the ledger is
     kept in that DuckDB table so the budget survives restarts; reopening with a different total
-    budget, or a ledger that fails verification, raises LedgerError.
+    budget, or a ledger that fails verification, raises LedgerError. `con` may be a SparkSession
+    (releases run on Spark); its ledger lives in memory (`ledger_table` needs DuckDB).
     """
 
     def __init__(self, con, *, epsilon: float | None = None, delta: float | None = None,
                  rho: float | None = None, ledger_table: str | tuple | list | None = None):
-        if not isinstance(con, duckdb.DuckDBPyConnection):
-            raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
+        if not (isinstance(con, duckdb.DuckDBPyConnection) or is_spark_session(con)):
+            raise InvalidParameter(f"con must be a duckdb connection or a SparkSession, got {type(con).__name__}")
+        if ledger_table is not None and is_spark_session(con):
+            raise InvalidParameter("ledger_table keeps the ledger in a DuckDB table; with a SparkSession the "
+                                   "ledger is in memory (persist `session.ledger` yourself)")
         self._con = con
         self.budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
         self._kind = "epsilon" if isinstance(self.budget, EpsDelta) else "rho"
@@ -273,4 +279,4 @@ class Session:
         return rows
 
 
-__all__ = ["Session", "Amount", "LedgerError"]
+__all__ = ["Amount", "LedgerError", "Session"]

@@ -5,6 +5,8 @@ these bodies are the same code: this table then reduces to the set of mechanisms
 """
 from __future__ import annotations
 
+import functools
+
 from ..errors import InvalidParameter
 from ..mechanisms.base import Round
 from ..mechanisms.truncated_geometric import keep_probabilities
@@ -75,7 +77,7 @@ def truncated_geometric(stages: SparkStages, plan, params):
     return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
 
 
-RUNS = {name: (lambda e: lambda stages, plan, params: basic(stages, plan, params, e))(e) for name, e in _EXPONENT.items()}
+RUNS = {name: functools.partial(basic, exponent=e) for name, e in _EXPONENT.items()}
 RUNS |= {"dpsips": dpsips, "mad": mad, "mad2r": mad2r, "truncated_geometric": truncated_geometric}
 
 

@@ -15,7 +15,7 @@ inside the UDF, like the data it protects.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd     # a pyspark dependency; module-level so pandas_udf resolves the type hints
+import pandas as pd  # a pyspark dependency; module-level so pandas_udf resolves the type hints
 
 _INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
