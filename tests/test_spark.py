@@ -135,6 +135,7 @@ ALGOS = ["weighted_gaussian", "weighted_laplace", "count_gaussian", "count_lapla
          "dpsips", "mad", "mad2r"]
 
 
+@pytest.mark.slow
 def test_every_mechanism_same_plan_and_report(spark):
     """σ/λ and T of every round are the plan's on both engines; the report and Arrow output work."""
     table = shared("reddit_1pct_unigrams", 400)
@@ -159,7 +160,8 @@ def replicated_keys(levels: list[int], copies: int) -> pa.Table:
     return pa.table({"user_id": pa.array(users, pa.int64()), "item": items})
 
 
-@pytest.mark.parametrize("algo", ["weighted_gaussian", "dpsips", "mad2r"])
+@pytest.mark.parametrize("algo", ["weighted_gaussian", pytest.param("dpsips", marks=pytest.mark.slow),
+                                  pytest.param("mad2r", marks=pytest.mark.slow)])
 def test_released_counts_statistically_equal(spark, algo):
     """Per level n (keys held by n single-key users, near the threshold), the number of released keys of
     1,500 independent keys on each engine: Binomial, equal expectation; |Δ| within 4 standard errors."""
@@ -180,7 +182,7 @@ def test_released_counts_statistically_equal(spark, algo):
 
 
 def test_seeded_spark_release_is_reproducible(spark):
-    table = shared("movielens_100k")
+    table = shared("reddit_1pct_unigrams", 400)
     df = spark.createDataFrame(table)
     a = duckdp.select(spark, df, algo="dpsips", epsilon=1, delta=1e-6, max_contributions=30, seed=9).to_arrow()
     b = duckdp.select(spark, df, algo="dpsips", epsilon=1, delta=1e-6, max_contributions=30, seed=9).to_arrow()
