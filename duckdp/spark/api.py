@@ -53,7 +53,7 @@ def count_release(spark, table, budget, params, randomness, user_col, item_col, 
     next_count = float(counts[params["kbar"]]) if counts.size > params["kbar"] else 0.0
     result = private_count_release(counts[:params["kbar"]], next_count, budget, randomness, **params)
     items = (top.select(keys).take(pa.array(result.positions, pa.int64())).rename_columns(source.key_names)
-             .append_column("noisy_count", pa.array(result.noisy_counts, pa.float64()))
+             .append_column("noisy_count", pa.array(result.noisy_counts))    # its dtype: float, or exact int
              .append_column("sigma", pa.array(result.sigmas, pa.float64())))
     return CountRelease(items=spark.createDataFrame(items), algo="pcr", citation=CITATION, budget=budget,
                         spent=Spent.of([budget]), rounds=ledger_rounds(result.ledger), seeded=randomness.seeded,
