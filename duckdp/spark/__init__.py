@@ -4,7 +4,9 @@
 `duckdp.Session(spark, ...)` dispatch here when their first argument is a `SparkSession`.
 Plans (every σ and T) come from the engine-neutral `Mechanism.plan`; only the data stages
 (pairs → truncate → weights → noise + threshold → remove) are written again, with the DataFrame API
-(`stages.py`, `mad.py`). pyspark is imported only when a SparkSession is passed.
+(`stages.py`, the stage library's engine interface; per-key noise in `noise.py`), and composed
+by `mechanisms.py` exactly as `Mechanism.run` composes them. pyspark is imported only when a
+SparkSession is passed.
 """
 from __future__ import annotations
 
