@@ -216,8 +216,8 @@ def test_session_charges_spark_releases(spark):
     twin = duckdp.Session(duckdb.connect(), epsilon=1.0, delta=1e-5)      # the same accounting on DuckDB
     twin.select(table, algo="weighted_gaussian", epsilon=0.6, delta=5e-6, max_contributions=10)
     assert 0 < session.spent.value == pytest.approx(twin.spent.value, rel=1e-12)
-    with pytest.raises(duckdp.BudgetExceeded):
-        session.select(df, algo="weighted_gaussian", epsilon=0.6, delta=5e-6, max_contributions=10)
+    with pytest.raises(duckdp.BudgetExceeded):      # a second release at the whole ε cannot fit
+        session.select(df, algo="weighted_gaussian", epsilon=1.0, delta=5e-6, max_contributions=10)
     with pytest.raises(InvalidParameter, match="ledger_table"):
         duckdp.Session(spark, epsilon=1.0, delta=1e-5, ledger_table="ledger")
 
