@@ -23,8 +23,8 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
 
     `table` is a table or view name, a DuckDBPyRelation, or any object DuckDB can register
     (pandas/polars DataFrame, Arrow table). With a SparkSession as `con`, a Spark DataFrame or
-    table name, run by duckdp.spark (the same plan; `items` is then a Spark DataFrame). The input is only read. `seed` makes the release
-    reproducible (for tests and demos; the release says it was seeded).
+    table name, run by duckdp.spark (the same plan; `items` is then a Spark DataFrame). The input
+    is only read. `seed` makes the release reproducible (for tests and demos; the release says it was seeded).
     `_on_plan(plan, input)` (internal, for Session) runs once the input is resolved and before
     any data is read; raising there aborts the release.
     """

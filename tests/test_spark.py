@@ -22,12 +22,12 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip inst
 if shutil.which("java") is None:
     pytest.skip("no Java runtime on PATH (Spark needs Java 17+)", allow_module_level=True)
 
-from pyspark.sql import SparkSession
+from pyspark.sql import SparkSession  # noqa: E402 (after the skip checks)
 
-from duckdp.rng import Randomness
-from duckdp.spark.noise import counters
-from duckdp.spark.source import resolve as spark_resolve
-from duckdp.spark.stages import SparkStages
+from duckdp.rng import Randomness  # noqa: E402 (after the skip checks)
+from duckdp.spark.noise import counters  # noqa: E402 (after the skip checks)
+from duckdp.spark.source import resolve as spark_resolve  # noqa: E402 (after the skip checks)
+from duckdp.spark.stages import SparkStages  # noqa: E402 (after the skip checks)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def spark():
 def spark_weights(spark, table: pa.Table, d0: int, exponent: float) -> dict:
     stages = SparkStages(spark, spark_resolve(spark, spark.createDataFrame(table), "user_id", "item"), Randomness(1))
     w = stages.weights(stages.truncate(stages.sized(stages.pairs()), d0), exponent).toArrow()
-    return dict(zip(w.column("_dp_k0").to_pylist(), w.column("_dp_w").to_pylist()))
+    return dict(zip(w.column("_dp_k0").to_pylist(), w.column("_dp_w").to_pylist(), strict=True))
 
 
 def duckdb_weights(table: pa.Table, d0: int, exponent: float) -> dict:
@@ -55,7 +55,7 @@ def duckdb_weights(table: pa.Table, d0: int, exponent: float) -> dict:
     with open_run(con, "t", "user_id", "item", Randomness(1)) as stages:
         q = stages.weights(stages.truncate(stages.sized(stages.pairs()), d0), exponent)
         w = con.sql(q.sql, params=q.params).to_arrow_table()
-    return dict(zip(w.column("_dp_k0").to_pylist(), w.column("_dp_w").to_pylist()))
+    return dict(zip(w.column("_dp_k0").to_pylist(), w.column("_dp_w").to_pylist(), strict=True))
 
 
 def shared(name: str, rows: int | None = None) -> pa.Table:

@@ -4,8 +4,8 @@
 `duckdp.Session(spark, ...)` dispatch here when their first argument is a `SparkSession`.
 Plans (every σ and T) come from the engine-neutral `Mechanism.plan` and the mechanisms run
 unchanged (`mech.run(stages, plan, params)`); only the data stages are written again, with the
-DataFrame API (`stages.py`, a `duckdp.stages.base.Stages`; per-key PRF noise in `noise.py`). pyspark is imported only when a
-SparkSession is passed.
+DataFrame API (`stages.py`, a `duckdp.stages.base.Stages`; per-key PRF noise in `noise.py`).
+pyspark is imported only when a SparkSession is passed.
 """
 from __future__ import annotations
 

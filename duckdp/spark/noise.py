@@ -59,7 +59,7 @@ def counters(df, keys: list[str]):
         k = F.col(keys[0]).cast("long")
         return F.when(k < 0, F.lit(-1)).otherwise(F.lit(0)).cast("long"), k, False
     parts = []
-    for k, t in zip(keys, types):
+    for k, t in zip(keys, types, strict=True):
         s = _text(F.col(k), t)
         parts += [F.octet_length(s).cast("string"), F.lit(":"), s]
     digest = F.md5(F.concat(*parts))

@@ -29,7 +29,7 @@ class SparkSource:
         from pyspark.sql import functions as F
 
         cols = [F.col(_ref(self.user)).alias("_dp_user")]
-        cols += [F.col(_ref(n)).alias(k) for n, k in zip(self.key_names, self.keys)]
+        cols += [F.col(_ref(n)).alias(k) for n, k in zip(self.key_names, self.keys, strict=True)]
         return self.df.select(*cols).distinct()
 
 

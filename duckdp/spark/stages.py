@@ -4,8 +4,8 @@ The interface and its column contract are the stage library's (`duckdp/stages/ba
 mechanisms run unchanged on it (`mech.run(SparkStages(...), plan, params)`): pairs → sized →
 truncate → weights → release → remove/store, plus the MAD/MAD2R, adaptive SIPS, truncated
 geometric and count-release stages. Decisions on noisy weights (MAD2R's screen, adaptive SIPS's
-state) run the mechanism's own numpy rule on the executors (`noise.scan_noisy`). Each method computes what the DuckDB template named
-in its docstring computes, with the DataFrame API (no SQL text, no translated templates).
+state) run the mechanism's own numpy rule on the executors (`noise.scan_noisy`).
+Each method computes what the DuckDB template named in its docstring computes, with the DataFrame API (no SQL text, no translated templates).
 
 Truncation keeps, for each user over Δ0, the Δ0 keys of smallest `xxhash64(salt, user, keys…)`
 under a fresh salt, ties broken by the key values so that a recomputed partition keeps the same
@@ -147,7 +147,7 @@ class SparkStages(Stages):
         (mechanisms.mad.screen_round1), and only the exceptions (released, removed or biased) stored."""
         from pyspark.sql import functions as F
 
-        from ..mechanisms.mad import screen_round1   # the mechanism's rule; engines only run it
+        from ..mechanisms.mad import screen_round1  # the mechanism's rule; engines only run it
 
         big = pairs.where(F.col("_dp_size") > max_contributions).select(*self.keys).distinct()
         universe = self.mad_weights(vectors, plan1).join(big, self.keys, "full")
@@ -233,7 +233,7 @@ class SparkStages(Stages):
         this round, plus those released earlier) and the number released this round."""
         from pyspark.sql import functions as F
 
-        from ..mechanisms.adaptive_sips import next_state   # the mechanism's rule; engines only run it
+        from ..mechanisms.adaptive_sips import next_state  # the mechanism's rule; engines only run it
 
         universe = remaining.select(*self.keys).distinct().join(self.adaptive_sips_weights(vectors), self.keys, "left")
 
@@ -263,7 +263,8 @@ class SparkStages(Stages):
         probs = self.spark.createDataFrame(pa.table({"_dp_n": pa.array(np.arange(1, len(keep_prob) + 1), pa.int64()),
                                                      "_dp_p": pa.array(keep_prob, pa.float64())}))
         drawn = noised(self, weights, "uniform", "_dp_u")
-        return (drawn.withColumn("_dp_n", F.round(F.col("_dp_w")).cast("long")).join(F.broadcast(probs), "_dp_n", "left")
+        return (drawn.withColumn("_dp_n", F.round(F.col("_dp_w")).cast("long"))
+                .join(F.broadcast(probs), "_dp_n", "left")
                 .where(F.col("_dp_u") < F.coalesce(F.col("_dp_p"), F.lit(1.0))).select(*self.keys))
 
     def top_counts(self, top: int) -> pa.Table:
