@@ -5,7 +5,8 @@ mechanisms run unchanged on it (`mech.run(SparkStages(...), plan, params)`): pai
 truncate → weights → release → remove/store, plus the MAD/MAD2R, adaptive SIPS, truncated
 geometric and count-release stages. Decisions on noisy weights (MAD2R's screen, adaptive SIPS's
 state) run the mechanism's own numpy rule on the executors (`noise.scan_noisy`).
-Each method computes what the DuckDB template named in its docstring computes, with the DataFrame API (no SQL text, no translated templates).
+Each method computes what the DuckDB template named in its docstring computes, with the DataFrame
+API (no SQL text, no translated templates).
 
 Truncation keeps, for each user over Δ0, the Δ0 keys of smallest `xxhash64(salt, user, keys…)`
 under a fresh salt, ties broken by the key values so that a recomputed partition keeps the same
