@@ -8,6 +8,7 @@ from .privacy.budget import make_budget
 from .privacy.calibration import _check_max_contributions
 from .release import Release, Spent
 from .rng import Randomness
+from .spark import is_spark_session
 
 
 def algorithms() -> list[dict]:
@@ -21,8 +22,9 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     """Release keys of `table` under user-level (ε, δ)-DP or δ-approximate ρ-zCDP.
 
     `table` is a table or view name, a DuckDBPyRelation, or any object DuckDB can register
-    (pandas/polars DataFrame, Arrow table). The input is only read. `seed` makes the release
-    reproducible (for tests and demos; the release says it was seeded).
+    (pandas/polars DataFrame, Arrow table). With a SparkSession as `con`, a Spark DataFrame or
+    table name, run by duckdp.spark (the same plan; `items` is then a Spark DataFrame). The input
+    is only read. `seed` makes the release reproducible (for tests and demos; the release says it was seeded).
     `_on_plan(plan, input)` (internal, for Session) runs once the input is resolved and before
     any data is read; raising there aborts the release.
     """
@@ -34,6 +36,12 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     plan = mech.plan(budget, max_contributions, params)        # all σ and T before data is read
     randomness = Randomness(seed)
     run_params = params | {"max_contributions": max_contributions}
+    if is_spark_session(con):                                  # the same plan, run by Spark stages
+        from .spark.api import select as spark_select
+
+        return spark_select(con, table, mech, budget, plan, params, run_params, randomness, user_col, item_col,
+                            _on_plan)
+
     with open_run(con, table, user_col, item_col, randomness, plan=plan,
                   on_plan=_on_plan) as stages:
         source = stages.ctx.source
@@ -45,4 +53,4 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
                    caveat=mech.unproven, plan=plan, _table=table_out)
 
 
-__all__ = ["select", "algorithms", "Round"]
+__all__ = ["Round", "algorithms", "select"]

@@ -42,6 +42,7 @@ from .privacy.budget import ZCDP, make_budget
 from .privacy.calibration import _up
 from .release import Release, Spent
 from .rng import Randomness
+from .spark import is_spark_session
 
 CITATION = ("Rogers, Private Count Release (2024), Alg. 1–2, Thm 4–6; "
             "Unknown-Domain Gumbel: Durfee & Rogers, NeurIPS 2019")
@@ -220,7 +221,10 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
     if not budget.delta > params["delta_per_call"]:
         raise InvalidParameter(f"delta={delta!r} must exceed delta_per_call={delta_per_call!r} (Rogers Alg. 2)")
     randomness = Randomness(seed)
+    if is_spark_session(con):                                  # top counts by Spark, Alg. 2 the same
+        from .spark.api import count_release as spark_count_release
 
+        return spark_count_release(con, table, budget, params, randomness, user_col, item_col, _on_plan)
 
     def check_columns(source) -> None:
         clash = sorted(set(source.key_names) & set(_OUTPUT_COLUMNS))

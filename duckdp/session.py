@@ -49,6 +49,7 @@ from .ledger import COLUMNS, LedgerError, MemoryLedger, TableLedger, table_parts
 from .privacy import accounting
 from .privacy.budget import ZCDP, Budget, EpsDelta, make_budget
 from .release import Release, Spent
+from .spark import is_spark_session
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,17 @@ class Session:
     raises LedgerError. `key=` (bytes, ≥ 16) keys the ledger's chain and head with HMAC-SHA256;
     `anchor=` (a file path) records the ledger's head outside the database. Releases run on `con`:
     for concurrent releases give each thread its own Session on its own cursor (`con.cursor()`).
+    `con` may be a SparkSession (releases run on Spark); its ledger is then in memory.
     """
 
     def __init__(self, con, *, epsilon: float | None = None, delta: float | None = None,
                  rho: float | None = None, ledger_table: str | tuple | list | None = None,
                  key: bytes | None = None, anchor: str | os.PathLike | None = None):
-        if not isinstance(con, duckdb.DuckDBPyConnection):
-            raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
+        if not (isinstance(con, duckdb.DuckDBPyConnection) or is_spark_session(con)):
+            raise InvalidParameter(f"con must be a duckdb connection or a SparkSession, got {type(con).__name__}")
+        if ledger_table is not None and is_spark_session(con):
+            raise InvalidParameter("ledger_table keeps the ledger in a DuckDB table; with a SparkSession the "
+                                   "ledger is in memory (persist `session.ledger` yourself)")
         self._con = con
         self.budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
         self._kind = "epsilon" if isinstance(self.budget, EpsDelta) else "rho"

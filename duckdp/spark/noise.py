@@ -1,0 +1,123 @@
+"""Per-key noise on Spark: each key's 128-bit PRF counter computed natively, the draw in a pandas_udf.
+
+Counters follow the DuckDB noise stage (duckdp/counters.py in the PRF noise module) exactly, so a
+seeded release draws the same noise for the same key on both engines:
+- one integer key column: the integer as 128-bit two's complement (hi = −1 or 0, lo = its bits);
+- otherwise MD5 of enc = ‖_i octet_length(s_i) ':' s_i with s_i the column as text (binary as
+  upper-case hex), hi/lo = digest bytes 0–7 / 8–15 read little-endian (DuckDB's
+  md5_number_upper/lower). Integer and string columns encode identically on both engines.
+Digest counters shared by several keys present are detected and ranked by key value; rank r > 0
+draws from its own sub-key, so distinct keys always get independent noise. Spark's `hash` (32-bit
+Murmur3) is never used for noise. The draw is a pure function of (release key, round, counter,
+rank), so recomputing a lost partition reproduces it; the release key travels to the executors
+inside the UDF, like the data it protects.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd  # a pyspark dependency; module-level so pandas_udf resolves the type hints
+import pyarrow as pa
+
+_INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
+
+
+def _u64(x) -> np.ndarray:
+    return np.ascontiguousarray(x, dtype=np.int64).view(np.uint64)
+
+
+def standard(kind: str, randomness, tag: int, hi, lo, ranks) -> np.ndarray:
+    """THE noise call: `Randomness.noise` (duckdp/prf.py), the DuckDB noise stage's own function."""
+    return randomness.noise(kind, tag, _u64(hi), _u64(lo), np.asarray(ranks, dtype=np.int64), threads=1)
+
+
+def _text(col, dtype):
+    """The column as text (binary as upper-case hex, as DuckDB's hex(BLOB); nested types as JSON)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.BinaryType):
+        return F.hex(col)
+    if isinstance(dtype, (T.ArrayType, T.MapType, T.StructType)):
+        return F.to_json(col)
+    return col.cast("string")
+
+
+def _le64(md5_hex, start: int):
+    """Digest bytes start..start+7 (0-based, of the hex string `md5_hex`) read little-endian, as a signed long."""
+    from pyspark.sql import functions as F
+
+    rev = F.concat(*[F.substring(md5_hex, 2 * (start + b) + 1, 2) for b in range(7, -1, -1)])
+    return F.conv(rev, 16, -10).cast("long")        # a negative target base reads the 64 bits as signed
+
+
+def counters(df, keys: list[str]):
+    """(hi, lo, may_collide): the 128-bit counter columns of the key columns `keys` of `df`."""
+    from pyspark.sql import functions as F
+
+    types = [df.schema[k].dataType for k in keys]
+    if len(keys) == 1 and type(types[0]).__name__ in _INTEGRAL:
+        k = F.col(keys[0]).cast("long")
+        return F.when(k < 0, F.lit(-1)).otherwise(F.lit(0)).cast("long"), k, False
+    parts = []
+    for k, t in zip(keys, types, strict=True):
+        s = _text(F.col(k), t)
+        parts += [F.octet_length(s).cast("string"), F.lit(":"), s]
+    digest = F.md5(F.concat(*parts))
+    return _le64(digest, 0), _le64(digest, 8), True
+
+
+def noised(stages, frame, kind: str, name: str = "_dp_z"):
+    """`frame` (one row per key) with column `name`: a fresh standard `kind` draw per key."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+
+    randomness, keys = stages.randomness, stages.keys
+    tag = randomness.next_round()
+    hi, lo, may_collide = counters(frame, keys)
+    frame = frame.withColumn("_dp_chi", hi).withColumn("_dp_clo", lo)
+    rank = F.lit(0).cast("long")
+    if may_collide:             # counters held by more than one key present: rank them by key value
+        frame = stages.store(frame)
+        dup = frame.groupBy("_dp_chi", "_dp_clo").count().where(F.col("count") > 1).drop("count")
+        if dup.limit(1).count():
+            ranked = (frame.join(dup, ["_dp_chi", "_dp_clo"]).select(
+                *keys, (F.row_number().over(Window.partitionBy("_dp_chi", "_dp_clo").orderBy(*keys)) - 1)
+                .alias("_dp_rank")))
+            frame = frame.join(ranked, keys, "left")
+            rank = F.coalesce(F.col("_dp_rank"), F.lit(0)).cast("long")
+
+    @pandas_udf("double")
+    def draw(chi: pd.Series, clo: pd.Series, rk: pd.Series) -> pd.Series:
+        return pd.Series(standard(kind, randomness, tag, chi.to_numpy(), clo.to_numpy(), rk.to_numpy()))
+
+    return frame.withColumn(name, draw(F.col("_dp_chi"), F.col("_dp_clo"), rank)).drop("_dp_chi", "_dp_clo", "_dp_rank")
+
+
+def scan_noisy(stages, weights, kind: str, scale: float, choose, added: dict[str, str]):
+    """The Spark twin of duckdp.noise_stage.scan_noisy: noisy = weight (0 where NULL) + scale · fresh
+    `kind` noise per key, and `choose(weights, noisy)` (weights NaN where NULL; the mechanism's numpy
+    rule) run batch by batch on the executors. Returns the rows it keeps: keys plus the `added`
+    columns (name → Spark SQL type)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    _TYPES = {"boolean": T.BooleanType, "double": T.DoubleType, "int": T.IntegerType}
+    keys = stages.keys
+    z = noised(stages, weights, kind)
+    frame = z.select(*keys, F.col("_dp_w").cast("double").alias("_dp_w"),
+                     (F.coalesce(F.col("_dp_w"), F.lit(0.0)) + F.lit(scale) * F.col("_dp_z")).alias("_dp_noisy"))
+    schema = T.StructType([frame.schema[k] for k in keys]
+                          + [T.StructField(n, _TYPES[t]()) for n, t in added.items()])
+
+    def decide(batches):
+        for batch in batches:
+            w = batch.column("_dp_w").to_numpy(zero_copy_only=False).astype(np.float64)
+            noisy = batch.column("_dp_noisy").to_numpy(zero_copy_only=False).astype(np.float64)
+            mask, extra = choose(w, noisy)
+            keep = pa.array(np.asarray(mask, bool), pa.bool_())
+            cols = [batch.column(k).filter(keep) for k in keys]
+            cols += [pa.array(np.asarray(extra[n])[np.asarray(mask, bool)]) for n in added]
+            yield pa.RecordBatch.from_arrays(cols, names=[*keys, *added])
+
+    return frame.mapInArrow(decide, schema)

@@ -1,0 +1,93 @@
+"""Resolve a Spark input (DataFrame or table/view name) and its columns; refuse NULLs.
+
+Columns are picked from the DataFrame's schema (exact name, else a unique case-insensitive
+match) and addressed as column objects, so no name the user wrote is pasted into SQL text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import DataError, SchemaError
+
+
+@dataclass
+class SparkSource:
+    """A resolved input: `pairs` holds its distinct (user, key) pairs as `_dp_user, _dp_k0, …`."""
+
+    df: object                # the input DataFrame (only read)
+    user: str                 # the user column's name in the input
+    key_names: list[str]      # the key columns' names in the input, in order
+    description: str          # for messages and reports
+
+    @property
+    def keys(self) -> list[str]:
+        """Internal key column names `_dp_k0, _dp_k1, …`."""
+        return [f"_dp_k{i}" for i in range(len(self.key_names))]
+
+    def pairs(self):
+        """Distinct (user, key) pairs under internal names (sql/pairs.sql)."""
+        from pyspark.sql import functions as F
+
+        cols = [F.col(_ref(self.user)).alias("_dp_user")]
+        cols += [F.col(_ref(n)).alias(k) for n, k in zip(self.key_names, self.keys, strict=True)]
+        return self.df.select(*cols).distinct()
+
+
+def _ref(name: str) -> str:
+    """A column reference that Spark reads literally (backticks, embedded ones doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _match(columns: list[str], wanted, role: str, where: str) -> str:
+    if not isinstance(wanted, str) or not wanted:
+        raise SchemaError(f"{role} must be a column name (a non-empty string), got {wanted!r}")
+    if wanted in columns:
+        return wanted
+    folded = [c for c in columns if c.lower() == wanted.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    raise SchemaError(f"{role} {wanted!r} is not a column of {where}; columns are: {', '.join(columns)}")
+
+
+def resolve(spark, table, user_col: str, item_col) -> SparkSource:
+    """Resolve `table` (a Spark DataFrame or a table/view name in `spark`'s catalog)."""
+    from pyspark.sql import DataFrame
+
+    if isinstance(table, str):
+        if not spark.catalog.tableExists(table):
+            raise SchemaError(f"no table or view named {table!r} in this Spark session")
+        df, description = spark.table(table), table
+    elif isinstance(table, DataFrame):
+        df, description = table, "<Spark DataFrame>"
+    else:
+        raise SchemaError(f"with a SparkSession, table must be a Spark DataFrame or a table name, "
+                          f"got {type(table).__name__}")
+    columns = list(df.columns)
+    user = _match(columns, user_col, "user_col", description)
+    wanted = [item_col] if isinstance(item_col, str) else list(item_col or [])
+    if not wanted:
+        raise SchemaError("item_col must name at least one column")
+    keys = [_match(columns, c, "item_col", description) for c in wanted]
+    if user in keys or len(set(keys)) != len(keys):
+        raise SchemaError("user_col and item_col must be distinct columns")
+    return SparkSource(df, user, keys, description)
+
+
+def check_nulls(source: SparkSource) -> None:
+    """Refuse NULL user ids or keys, saying how many rows have them (one scan; never dropped silently)."""
+    from pyspark.sql import functions as F
+
+    any_key_null = None
+    for n in source.key_names:
+        cond = F.col(_ref(n)).isNull()
+        any_key_null = cond if any_key_null is None else (any_key_null | cond)
+    row = source.df.agg(F.count(F.when(F.col(_ref(source.user)).isNull(), 1)).alias("u"),
+                        F.count(F.when(any_key_null, 1)).alias("k")).collect()[0]
+    problems = []
+    if row["u"]:
+        problems.append(f"{row['u']} row(s) with a NULL user id")
+    if row["k"]:
+        problems.append(f"{row['k']} row(s) with a NULL item")
+    if problems:
+        raise DataError(f"{source.description}: " + " and ".join(problems)
+                        + "; filter or fill them first (duckdp never drops rows silently)")

@@ -1,0 +1,279 @@
+"""duckdp on Spark against DuckDB: identical weights, counters and plans; statistically equal
+releases; privacy audits (with power) on the Spark path; clear errors.
+
+Skipped with a one-line reason without pyspark or a Java runtime. One local[2] SparkSession for the
+whole module, with few shuffle partitions to stay fast on small data.
+"""
+import math
+import os
+import shutil
+from collections import defaultdict
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+from conftest import DATA
+
+import duckdp
+from duckdp.errors import DataError, InvalidParameter, SchemaError
+
+pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'duckdp[spark]')")
+if shutil.which("java") is None:
+    pytest.skip("no Java runtime on PATH (Spark needs Java 17+)", allow_module_level=True)
+
+from pyspark.sql import SparkSession  # noqa: E402 (after the skip checks)
+
+from duckdp.rng import Randomness  # noqa: E402 (after the skip checks)
+from duckdp.spark.noise import counters  # noqa: E402 (after the skip checks)
+from duckdp.spark.source import resolve as spark_resolve  # noqa: E402 (after the skip checks)
+from duckdp.spark.stages import SparkStages  # noqa: E402 (after the skip checks)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s = (SparkSession.builder.master("local[2]").appName("duckdp-tests")
+         .config("spark.sql.shuffle.partitions", "4").config("spark.default.parallelism", "2")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
+
+
+def spark_weights(spark, table: pa.Table, d0: int, exponent: float) -> dict:
+    stages = SparkStages(spark, spark_resolve(spark, spark.createDataFrame(table), "user_id", "item"), Randomness(1))
+    w = stages.weights(stages.truncate(stages.sized(stages.pairs()), d0), exponent).toArrow()
+    return dict(zip(w.column("_dp_k0").to_pylist(), w.column("_dp_w").to_pylist(), strict=True))
+
+
+def duckdb_weights(table: pa.Table, d0: int, exponent: float) -> dict:
+    from duckdp.lifecycle import open_run
+
+    con = duckdb.connect()
+    con.register("t", table)
+    with open_run(con, "t", "user_id", "item", Randomness(1)) as stages:
+        q = stages.weights(stages.truncate(stages.sized(stages.pairs()), d0), exponent)
+        w = con.sql(q.sql, params=q.params).to_arrow_table()
+    return dict(zip(w.column("_dp_k0").to_pylist(), w.column("_dp_w").to_pylist(), strict=True))
+
+
+def shared(name: str, rows: int | None = None) -> pa.Table:
+    path = Path(os.environ.get("DUCKDP_DATA", DATA)) / f"{name}.parquet"      # ../shared/data by default
+    if not path.exists():
+        pytest.skip(f"shared dataset {path} not present")
+    con = duckdb.connect()
+    limit = f"WHERE user_id IN (SELECT DISTINCT user_id FROM '{path}' ORDER BY user_id LIMIT {rows})" if rows else ""
+    return con.sql(f"SELECT user_id, item FROM '{path}' {limit}").to_arrow_table()
+
+
+def max_keys_per_user(table: pa.Table) -> int:
+    con = duckdb.connect()
+    con.register("t", table)
+    (d0,), = con.sql("SELECT max(n) FROM (SELECT count(DISTINCT item) n FROM t GROUP BY user_id)").fetchall()
+    return int(d0)
+
+
+# -- identical weights, counters and plans ------------------------------------------------------------
+@pytest.mark.parametrize("name, users", [("movielens_100k", None), ("reddit_1pct_unigrams", None),
+                                         ("imdb_unigrams", 300)])
+def test_weights_identical_without_truncation(spark, name, users):
+    """Basic's weights per key, exponents ½ (weighted Gaussian), 1 (Laplace) and 0 (counts), with Δ0 at
+    the largest user's key count so no truncation is active: the same keys and weights (float sums
+    in another order: 1e-12 relative)."""
+    table = shared(name, users)
+    d0 = max_keys_per_user(table)
+    for exponent in (0.5, 1.0, 0.0):
+        s, d = spark_weights(spark, table, d0, exponent), duckdb_weights(table, d0, exponent)
+        assert s.keys() == d.keys()
+        worst = max(abs(s[k] - d[k]) / d[k] for k in d)
+        assert worst < 1e-12, (name, exponent, worst)
+
+
+def test_truncation_keeps_delta0_per_user(spark):
+    """With truncation active each user keeps exactly min(|W_u|, Δ0) distinct keys, and the weights sum
+    to Σ_u min(|W_u|, Δ0)^(1−e) on both engines (which keys are kept differs: engine-specific hashes)."""
+    table = shared("movielens_100k")
+    stages = SparkStages(spark, spark_resolve(spark, spark.createDataFrame(table), "user_id", "item"), Randomness(3))
+    kept = stages.truncate(stages.sized(stages.pairs()), 20).toArrow()
+    con = duckdb.connect()
+    con.register("kept", kept)
+    per_user = con.sql("SELECT _dp_user, count(*) c, count(DISTINCT _dp_k0) k, min(_dp_d) d FROM kept GROUP BY 1").fetchall()
+    assert all(c == k == d <= 20 for _, c, k, d in per_user)
+    s, d = spark_weights(spark, table, 20, 0.5), duckdb_weights(table, 20, 0.5)
+    assert math.isclose(sum(s.values()), sum(d.values()), rel_tol=1e-12)
+
+
+def test_counters_match_duckdb(spark):
+    """The PRF counters: integers as themselves, strings and composite keys as DuckDB's
+    md5_number_upper/lower of the same length-prefixed encoding (per-key noise agrees across engines)."""
+    rows = [(1, "a", -5), (2, "é☃", 7), (3, "", 2**62), (4, "x:y", -(2**63))]
+    tbl = pa.table({"u": [r[0] for r in rows], "s": [r[1] for r in rows], "i": pa.array([r[2] for r in rows], pa.int64())})
+    df = spark.createDataFrame(tbl)
+    hi, lo, collide = counters(df.withColumnRenamed("i", "_dp_k0"), ["_dp_k0"])
+    got = df.withColumnRenamed("i", "_dp_k0").select(hi.alias("h"), lo.alias("l")).toArrow().to_pylist()
+    assert not collide and got == [{"h": -1 if v < 0 else 0, "l": v} for _, _, v in rows]
+    for cols in (["s"], ["s", "i"]):
+        frame = df.select(*[df[c].alias(f"_dp_k{j}") for j, c in enumerate(cols)])
+        hi, lo, collide = counters(frame, frame.columns)
+        got = frame.select(hi.alias("h"), lo.alias("l")).toArrow().to_pylist()
+        enc = ", ".join(f"strlen(CAST({c} AS VARCHAR))::VARCHAR, ':', CAST({c} AS VARCHAR)" for c in cols)
+        con = duckdb.connect()
+        con.register("tbl", tbl)
+        want = con.sql(f"SELECT md5_number_upper(concat({enc}))::HUGEINT, md5_number_lower(concat({enc}))::HUGEINT "
+                          f"FROM tbl").fetchall()
+        signed = [(h - 2**64 if h >= 2**63 else h, lo_ - 2**64 if lo_ >= 2**63 else lo_) for h, lo_ in want]
+        assert collide and [(g["h"], g["l"]) for g in got] == signed
+
+
+ALGOS = ["weighted_gaussian", "weighted_laplace", "count_gaussian", "count_laplace", "truncated_geometric",
+         "dpsips", "adaptive_sips", "mad", "mad2r"]
+
+
+@pytest.mark.slow
+def test_every_mechanism_same_plan_and_report(spark):
+    """σ/λ and T of every round are the plan's on both engines; the report and Arrow output work."""
+    table = shared("reddit_1pct_unigrams", 400)
+    df, con = spark.createDataFrame(table), duckdb.connect()
+    for algo in ALGOS:
+        s = duckdp.select(spark, df, algo=algo, epsilon=2, delta=1e-5, max_contributions=10, seed=4)
+        d = duckdp.select(con, table, algo=algo, epsilon=2, delta=1e-5, max_contributions=10, seed=4)
+        assert [(r.sigma, r.threshold, r.budget) for r in s.rounds] == [(r.sigma, r.threshold, r.budget) for r in d.rounds]
+        assert s.to_arrow().column_names == ["item"] and s.items.count() == len(s) == s.to_arrow().num_rows
+        assert s.report().splitlines()[0] == f"duckdp release — {algo}"
+
+
+def replicated_keys(levels: list[int], copies: int) -> pa.Table:
+    """`copies` independent keys per level n, each held by n single-key users."""
+    users, items, uid = [], [], 0
+    for n in levels:
+        for c in range(copies):
+            for _ in range(n):
+                users.append(uid)
+                items.append(f"n{n}|{c}")
+                uid += 1
+    return pa.table({"user_id": pa.array(users, pa.int64()), "item": items})
+
+
+@pytest.mark.parametrize("algo", ["weighted_gaussian", pytest.param("dpsips", marks=pytest.mark.slow),
+                                  pytest.param("adaptive_sips", marks=pytest.mark.slow),
+                                  pytest.param("mad2r", marks=pytest.mark.slow)])
+def test_released_counts_statistically_equal(spark, algo):
+    """Per level n (keys held by n single-key users, near the threshold), the number of released keys of
+    1,500 independent keys on each engine: Binomial, equal expectation; |Δ| within 4 standard errors."""
+    levels = [4, 6, 8, 10]
+    table = replicated_keys(levels, 1500)
+    s = duckdp.select(spark, spark.createDataFrame(table), algo=algo, epsilon=1, delta=1e-3, max_contributions=2, seed=11)
+    d = duckdp.select(duckdb.connect(), table, algo=algo, epsilon=1, delta=1e-3, max_contributions=2, seed=12)
+
+    def per_level(rel):
+        names = rel.to_arrow().column("item").to_pylist()
+        return {n: sum(k.startswith(f"n{n}|") for k in names) for n in levels}
+    sc, dc = per_level(s), per_level(d)
+    assert 0 < sum(sc.values()) < len(levels) * 1500          # the levels straddle the threshold
+    for n in levels:
+        ps, pd_ = sc[n] / 1500, dc[n] / 1500
+        se = math.sqrt((ps * (1 - ps) + pd_ * (1 - pd_)) / 1500) or 1 / 1500
+        assert abs(ps - pd_) <= 4 * se, (algo, n, sc[n], dc[n])
+
+
+def test_seeded_spark_release_is_reproducible(spark):
+    table = shared("reddit_1pct_unigrams", 400)
+    df = spark.createDataFrame(table)
+    a = duckdp.select(spark, df, algo="dpsips", epsilon=1, delta=1e-6, max_contributions=30, seed=9).to_arrow()
+    b = duckdp.select(spark, df, algo="dpsips", epsilon=1, delta=1e-6, max_contributions=30, seed=9).to_arrow()
+    assert sorted(a.column(0).to_pylist()) == sorted(b.column(0).to_pylist())
+
+
+def test_same_keys_as_duckdb_for_the_same_seed(spark):
+    """Same seed, no truncation active: the same noise per key on both engines, hence the same keys."""
+    table = shared("movielens_100k")
+    d0 = max_keys_per_user(table)
+    for algo in ("weighted_gaussian", "count_laplace"):
+        s = duckdp.select(spark, spark.createDataFrame(table), algo=algo, epsilon=1, delta=1e-6, max_contributions=d0, seed=5)
+        d = duckdp.select(duckdb.connect(), table, algo=algo, epsilon=1, delta=1e-6, max_contributions=d0, seed=5)
+        assert sorted(s.to_arrow().column(0).to_pylist()) == sorted(d.to_arrow().column(0).to_pylist())
+
+
+# -- count release, Session, errors --------------------------------------------------------------------
+def test_count_release_matches_duckdb(spark):
+    """Distinct counts (no ties): the same cached top list, hence the same seeded release on both engines."""
+    users, items = [], []
+    for k in range(40):
+        users += list(range(50 * (k + 1)))
+        items += [f"k{k}"] * (50 * (k + 1))
+    table = pa.table({"user_id": pa.array(users, pa.int64()), "item": items})
+    s = duckdp.count_release(spark, spark.createDataFrame(table), rho=0.5, delta=1e-6, seed=2, kbar=20)
+    d = duckdp.count_release(duckdb.connect(), table, rho=0.5, delta=1e-6, seed=2, kbar=20)
+    assert s.to_arrow().equals(d.to_arrow()) and s.items.count() == len(d)
+
+
+def test_session_charges_spark_releases(spark):
+    table = shared("movielens_100k")
+    df = spark.createDataFrame(table)
+    session = duckdp.Session(spark, epsilon=1.0, delta=1e-5)
+    session.select(df, algo="weighted_gaussian", epsilon=0.6, delta=5e-6, max_contributions=10)
+    twin = duckdp.Session(duckdb.connect(), epsilon=1.0, delta=1e-5)      # the same accounting on DuckDB
+    twin.select(table, algo="weighted_gaussian", epsilon=0.6, delta=5e-6, max_contributions=10)
+    assert 0 < session.spent.value == pytest.approx(twin.spent.value, rel=1e-12)
+    with pytest.raises(duckdp.BudgetExceeded):      # a second release at the whole ε cannot fit
+        session.select(df, algo="weighted_gaussian", epsilon=1.0, delta=5e-6, max_contributions=10)
+    with pytest.raises(InvalidParameter, match="ledger_table"):
+        duckdp.Session(spark, epsilon=1.0, delta=1e-5, ledger_table="ledger")
+
+
+def test_errors(spark):
+    df = spark.createDataFrame(pa.table({"user_id": pa.array([1, None], pa.int64()), "item": ["a", "b"]}))
+    with pytest.raises(InvalidParameter, match="only on DuckDB"):
+        duckdp.select(spark, df, algo="policy_gaussian", epsilon=1, delta=1e-6)
+    with pytest.raises(SchemaError, match="nope"):
+        duckdp.select(spark, df, algo="dpsips", epsilon=1, delta=1e-6, item_col="nope")
+    with pytest.raises(SchemaError, match="no table"):
+        duckdp.select(spark, "no_such_table", algo="dpsips", epsilon=1, delta=1e-6)
+    with pytest.raises(DataError, match="1 row"):
+        duckdp.select(spark, df, algo="dpsips", epsilon=1, delta=1e-6)
+    df.createOrReplaceTempView("spark_named")
+    with pytest.raises(DataError):
+        duckdp.select(spark, "spark_named", algo="mad", epsilon=1, delta=1e-6)
+
+
+# -- privacy audits on the Spark path (tests/test_audits.py's scenarios and decision rule) ----------------
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["weighted_gaussian", "dpsips"])
+@pytest.mark.parametrize("scenario", ["A", "B"])
+def test_audit_on_spark(spark, monkeypatch, algo, scenario):
+    """Scenario A (a novel user, k = 1 and Δ0 = 4 keys) and B (a user just under the threshold) as in
+    test_audits.py, with the replicas of several runs in one Spark run; the plan's deliberately
+    broken variant (halved threshold / doubled weight) must fail the same audit."""
+    import test_audits as ta
+
+    if scenario == "A":
+        kw, d0, (comps, groups), events, broken = ta.BUDGET_A, 4, ta.scenario_novel(4, 2000), ["novel"], ta.halved_threshold
+    else:
+        reps = 12000 if algo == "dpsips" else 6000
+        kw, d0, (comps, groups), events, broken = ta.BUDGET_B, 1, ta.scenario_under(ta.UNDER, reps), ["I"], ta.doubled_weight
+    con = duckdb.connect()
+    ta.make_table(con, comps)
+    spark.createDataFrame(con.sql("SELECT * FROM aud").to_arrow_table()).createOrReplaceTempView("aud")
+    replicas = {(g, v): len({c[2] for c in comps if c[0] == v and c[1] == g}) for v, g, _, _ in comps}
+
+    def audit(seed):
+        """One Spark release over all replicas; tally components where each event happened (run_audit)."""
+        rel = duckdp.select(spark, "aud", algo=algo, max_contributions=d0, seed=seed, **kw)
+        hits, seen = defaultdict(int), set()
+        for key in rel.to_arrow().column(0).to_pylist():
+            v, g, r, name = key.split("|")
+            seen |= {(e, int(g), v, r) for e in events if ta.EVENTS[e](name)}
+        for e, g, v, _ in seen:
+            hits[(e, g, v)] += 1
+        spent = ta.claimed(algo, kw, d0)
+        return spent, ta.verdict(hits, replicas, groups, events, 1, spent)
+
+    spent, (est, lo, label) = audit(1000)
+    with monkeypatch.context() as m:
+        ta.break_plan(m, algo, broken)
+        _, (b_est, b_lo, b_label) = audit(5000)
+    print(f"\nSPARK AUDIT {algo} {scenario} {label}: δ̂={est:+.4f} δ_lo={lo:+.4f} allowed δ={spent.delta:.4f} | "
+          f"{broken.__name__}: δ̂={b_est:+.4f} δ_lo={b_lo:+.4f} ({b_label})")
+    assert lo <= spent.delta, f"{algo} {scenario} on Spark: privacy violation shown for {label}"
+    assert b_lo > spent.delta, f"{algo} {scenario} on Spark: the audit cannot tell the {broken.__name__} variant"
