@@ -69,7 +69,8 @@ def main(argv=None) -> None:
     con.execute(f"SET threads = {args.duckdb_threads or cores}")
     print(f"DuckDB {duckdb.__version__}, threads={args.duckdb_threads or cores}; ρ={BUDGET['rho']}, "
           f"δ={BUDGET['delta']}, Δ0=100, median of {args.repeat}\n")
-    print(f"{'rows':>12} {'algo':<19} {'DuckDB s':>9} {'released':>9} {'Spark s':>9} {'released':>9} {'Spark/DuckDB':>12}")
+    print(f"{'rows':>12} {'algo':<19} {'DuckDB s':>9} {'released':>9} {'Spark s':>9} {'released':>9} "
+          f"{'Spark/DuckDB':>12}")
     with tempfile.TemporaryDirectory() as tmp:
         for rows in args.rows:
             path = str(Path(tmp) / f"synth_{rows}.parquet")
@@ -82,11 +83,11 @@ def main(argv=None) -> None:
             for algo in args.algos:
                 d_time, d_n = (None, None)
                 if not args.no_duckdb:
-                    d_time, rel = timed(lambda: duckdp.select(con, "synth", algo=algo, max_contributions=100,
+                    d_time, rel = timed(lambda algo=algo: duckdp.select(con, "synth", algo=algo, max_contributions=100,
                                                               seed=1, **BUDGET), args.repeat)
                     d_n = len(rel)
-                s_time, rel = timed(lambda: duckdp.select(spark, df, algo=algo, max_contributions=100, seed=1,
-                                                          **BUDGET), args.repeat)
+                s_time, rel = timed(lambda df=df, algo=algo: duckdp.select(spark, df, algo=algo, max_contributions=100,
+                                                                           seed=1, **BUDGET), args.repeat)
                 ratio = f"{s_time / d_time:.2f}" if d_time else "–"
                 print(f"{rows:>12,} {algo:<19} {d_time or float('nan'):>9.2f} {d_n or 0:>9,} {s_time:>9.2f} "
                       f"{len(rel):>9,} {ratio:>12}", flush=True)

@@ -18,6 +18,7 @@ from conftest import DATA
 import duckdp
 from duckdp.errors import DataError, InvalidParameter, SchemaError
 
+pytestmark = pytest.mark.spark      # JVM start-up: run with `-m spark` (.ci/run does)
 pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'duckdp[spark]')")
 if shutil.which("java") is None:
     pytest.skip("no Java runtime on PATH (Spark needs Java 17+)", allow_module_level=True)
@@ -98,7 +99,8 @@ def test_truncation_keeps_delta0_per_user(spark):
     kept = stages.truncate(stages.sized(stages.pairs()), 20).toArrow()
     con = duckdb.connect()
     con.register("kept", kept)
-    per_user = con.sql("SELECT _dp_user, count(*) c, count(DISTINCT _dp_k0) k, min(_dp_d) d FROM kept GROUP BY 1").fetchall()
+    per_user = con.sql("SELECT _dp_user, count(*) c, count(DISTINCT _dp_k0) k, min(_dp_d) d "
+                       "FROM kept GROUP BY 1").fetchall()
     assert all(c == k == d <= 20 for _, c, k, d in per_user)
     s, d = spark_weights(spark, table, 20, 0.5), duckdb_weights(table, 20, 0.5)
     assert math.isclose(sum(s.values()), sum(d.values()), rel_tol=1e-12)
@@ -108,7 +110,8 @@ def test_counters_match_duckdb(spark):
     """The PRF counters: integers as themselves, strings and composite keys as DuckDB's
     md5_number_upper/lower of the same length-prefixed encoding (per-key noise agrees across engines)."""
     rows = [(1, "a", -5), (2, "é☃", 7), (3, "", 2**62), (4, "x:y", -(2**63))]
-    tbl = pa.table({"u": [r[0] for r in rows], "s": [r[1] for r in rows], "i": pa.array([r[2] for r in rows], pa.int64())})
+    tbl = pa.table({"u": [r[0] for r in rows], "s": [r[1] for r in rows],
+                    "i": pa.array([r[2] for r in rows], pa.int64())})
     df = spark.createDataFrame(tbl)
     hi, lo, collide = counters(df.withColumnRenamed("i", "_dp_k0"), ["_dp_k0"])
     got = df.withColumnRenamed("i", "_dp_k0").select(hi.alias("h"), lo.alias("l")).toArrow().to_pylist()
@@ -138,7 +141,8 @@ def test_every_mechanism_same_plan_and_report(spark):
     for algo in ALGOS:
         s = duckdp.select(spark, df, algo=algo, epsilon=2, delta=1e-5, max_contributions=10, seed=4)
         d = duckdp.select(con, table, algo=algo, epsilon=2, delta=1e-5, max_contributions=10, seed=4)
-        assert [(r.sigma, r.threshold, r.budget) for r in s.rounds] == [(r.sigma, r.threshold, r.budget) for r in d.rounds]
+        plan_of = [(r.sigma, r.threshold, r.budget) for r in s.rounds]
+        assert plan_of == [(r.sigma, r.threshold, r.budget) for r in d.rounds]
         assert s.to_arrow().column_names == ["item"] and s.items.count() == len(s) == s.to_arrow().num_rows
         assert s.report().splitlines()[0] == f"duckdp release — {algo}"
 
@@ -163,7 +167,8 @@ def test_released_counts_statistically_equal(spark, algo):
     1,500 independent keys on each engine: Binomial, equal expectation; |Δ| within 4 standard errors."""
     levels = [4, 6, 8, 10]
     table = replicated_keys(levels, 1500)
-    s = duckdp.select(spark, spark.createDataFrame(table), algo=algo, epsilon=1, delta=1e-3, max_contributions=2, seed=11)
+    s = duckdp.select(spark, spark.createDataFrame(table), algo=algo, epsilon=1, delta=1e-3, max_contributions=2,
+                      seed=11)
     d = duckdp.select(duckdb.connect(), table, algo=algo, epsilon=1, delta=1e-3, max_contributions=2, seed=12)
 
     def per_level(rel):
@@ -190,7 +195,8 @@ def test_same_keys_as_duckdb_for_the_same_seed(spark):
     table = shared("movielens_100k")
     d0 = max_keys_per_user(table)
     for algo in ("weighted_gaussian", "count_laplace"):
-        s = duckdp.select(spark, spark.createDataFrame(table), algo=algo, epsilon=1, delta=1e-6, max_contributions=d0, seed=5)
+        s = duckdp.select(spark, spark.createDataFrame(table), algo=algo, epsilon=1, delta=1e-6,
+                          max_contributions=d0, seed=5)
         d = duckdp.select(duckdb.connect(), table, algo=algo, epsilon=1, delta=1e-6, max_contributions=d0, seed=5)
         assert sorted(s.to_arrow().column(0).to_pylist()) == sorted(d.to_arrow().column(0).to_pylist())
 
@@ -248,10 +254,12 @@ def test_audit_on_spark(spark, monkeypatch, algo, scenario):
     import test_audits as ta
 
     if scenario == "A":
-        kw, d0, (comps, groups), events, broken = ta.BUDGET_A, 4, ta.scenario_novel(4, 2000), ["novel"], ta.halved_threshold
+        kw, d0, (comps, groups) = ta.BUDGET_A, 4, ta.scenario_novel(4, 2000)
+        events, broken = ["novel"], ta.halved_threshold
     else:
         reps = 12000 if algo == "dpsips" else 6000
-        kw, d0, (comps, groups), events, broken = ta.BUDGET_B, 1, ta.scenario_under(ta.UNDER, reps), ["I"], ta.doubled_weight
+        kw, d0, (comps, groups) = ta.BUDGET_B, 1, ta.scenario_under(ta.UNDER, reps)
+        events, broken = ["I"], ta.doubled_weight
     con = duckdb.connect()
     ta.make_table(con, comps)
     spark.createDataFrame(con.sql("SELECT * FROM aud").to_arrow_table()).createOrReplaceTempView("aud")

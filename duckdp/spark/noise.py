@@ -59,8 +59,8 @@ def counters(df, keys: list[str]):
         k = F.col(keys[0]).cast("long")
         return F.when(k < 0, F.lit(-1)).otherwise(F.lit(0)).cast("long"), k, False
     parts = []
-    for k, t in zip(keys, types, strict=True):
-        s = _text(F.col(k), t)
+    for name, t in zip(keys, types, strict=True):
+        s = _text(F.col(name), t)
         parts += [F.octet_length(s).cast("string"), F.lit(":"), s]
     digest = F.md5(F.concat(*parts))
     return _le64(digest, 0), _le64(digest, 8), True
@@ -87,7 +87,7 @@ def noised(stages, frame, kind: str, name: str = "_dp_z"):
             frame = frame.join(ranked, keys, "left")
             rank = F.coalesce(F.col("_dp_rank"), F.lit(0)).cast("long")
 
-    @pandas_udf("double")
+    @pandas_udf("double")  # type: ignore[call-overload]  # pyspark's stubs lack the type-hinted form
     def draw(chi: pd.Series, clo: pd.Series, rk: pd.Series) -> pd.Series:
         return pd.Series(standard(kind, randomness, tag, chi.to_numpy(), clo.to_numpy(), rk.to_numpy()))
 

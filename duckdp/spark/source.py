@@ -6,6 +6,7 @@ match) and addressed as column objects, so no name the user wrote is pasted into
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import DataError, SchemaError
 
@@ -14,7 +15,7 @@ from ..errors import DataError, SchemaError
 class SparkSource:
     """A resolved input: `pairs` holds its distinct (user, key) pairs as `_dp_user, _dp_k0, …`."""
 
-    df: object                # the input DataFrame (only read)
+    df: Any                   # the input pyspark DataFrame (only read; pyspark imported lazily)
     user: str                 # the user column's name in the input
     key_names: list[str]      # the key columns' names in the input, in order
     description: str          # for messages and reports
@@ -77,10 +78,10 @@ def check_nulls(source: SparkSource) -> None:
     """Refuse NULL user ids or keys, saying how many rows have them (one scan; never dropped silently)."""
     from pyspark.sql import functions as F
 
-    any_key_null = None
-    for n in source.key_names:
-        cond = F.col(_ref(n)).isNull()
-        any_key_null = cond if any_key_null is None else (any_key_null | cond)
+    conds = [F.col(_ref(n)).isNull() for n in source.key_names]
+    any_key_null = conds[0]
+    for cond in conds[1:]:
+        any_key_null = any_key_null | cond
     row = source.df.agg(F.count(F.when(F.col(_ref(source.user)).isNull(), 1)).alias("u"),
                         F.count(F.when(any_key_null, 1)).alias("k")).collect()[0]
     problems = []
