@@ -117,7 +117,7 @@ class SparkStages(Stages):
     def drop(self, frame) -> None:
         frame.unpersist()
 
-    # -- MAD / MAD2R (sql/mad_*.sql, mad2r_*.sql; spec specs/mad-mad2r.md) ---------------------------
+    # -- MAD / MAD2R (sql/mad_*.sql, mad2r_*.sql; spec docs/specs/mad-mad2r.md) ---------------------------
     def mad_vectors(self, kept):
         """Stored user vectors with w^u_i = 1/√d_u (sql/mad_bounded.sql; spec §2 step 1, §4)."""
         from pyspark.sql import functions as F
