@@ -32,7 +32,7 @@ def select(spark, table, mech, budget, plan, params, run_params, randomness, use
 
 def count_release(spark, table, budget, params, randomness, user_col, item_col, on_plan):
     """Private Count Release (count_release.py) with the k̄ + 1 largest counts computed by Spark
-    (sql/count_release.sql: distinct users per key, ties by a keyed hash) and Alg. 2 in numpy."""
+    (sql/pcr_top_counts.sql: distinct users per key, ties by a keyed hash) and Alg. 2 in numpy."""
     from ..count_release import (
         _OUTPUT_COLUMNS,
         CITATION,

@@ -26,7 +26,7 @@ class SparkSource:
         return [f"_dp_k{i}" for i in range(len(self.key_names))]
 
     def pairs(self):
-        """Distinct (user, key) pairs under internal names (sql/pairs.sql)."""
+        """Distinct (user, key) pairs under internal names (sql/stage_pairs.sql)."""
         from pyspark.sql import functions as F
 
         cols = [F.col(_ref(self.user)).alias("_dp_user")]

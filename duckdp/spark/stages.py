@@ -40,13 +40,13 @@ class SparkStages(Stages):
         self.keys = source.keys
         self._stored: list = []
 
-    # -- shared stages (sql/pairs.sql, weights.sql, basic.sql, dpsips_*.sql) -----------------------
+    # -- shared stages (sql/stage_pairs.sql, weights.sql, basic.sql, dpsips_*.sql) -----------------------
     def pairs(self):
         """Distinct (`_dp_user`, keys) pairs of the input."""
         return self.source.pairs()
 
     def sized(self, pairs):
-        """`pairs` with `_dp_size` = |W_u| (a window per user; sql/mad_pairs.sql)."""
+        """`pairs` with `_dp_size` = |W_u| (a window per user; sql/stage_sized.sql)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -54,7 +54,7 @@ class SparkStages(Stages):
 
     def truncate(self, sized, max_contributions: int):
         """Each user's Δ0 pairs of smallest keyed hash under a fresh salt: the carried columns plus
-        `_dp_d` = min(|W_u|, Δ0) (sql/weights.sql, mad_bounded.sql, mad2r_bounded.sql)."""
+        `_dp_d` = min(|W_u|, Δ0) (sql/stage_weights.sql, mad_bounded.sql, mad2r_bounded.sql)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -73,7 +73,7 @@ class SparkStages(Stages):
         return kept.groupBy(*self.keys).agg(F.sum(F.pow(F.col("_dp_d"), F.lit(-exponent))).alias("_dp_w"))
 
     def release(self, weights, plan):
-        """Keys whose weight plus plan.scale × fresh keyed noise reaches plan.threshold (sql/basic.sql)."""
+        """Keys whose weight plus plan.scale × fresh keyed noise reaches plan.threshold (sql/noise_scan.sql)."""
         from pyspark.sql import functions as F
 
         z = noised(self, weights, plan.noise)
@@ -119,7 +119,7 @@ class SparkStages(Stages):
 
     # -- MAD / MAD2R (sql/mad_*.sql, mad2r_*.sql; spec docs/specs/mad-mad2r.md) ---------------------------
     def mad_vectors(self, kept):
-        """Stored user vectors with w^u_i = 1/√d_u (sql/mad_bounded.sql; spec §2 step 1, §4)."""
+        """Stored user vectors with w^u_i = 1/√d_u (sql/mad_vectors.sql; spec §2 step 1, §4)."""
         from pyspark.sql import functions as F
 
         return self.store(kept.select("_dp_user", *self.keys, "_dp_d", (1.0 / F.sqrt(F.col("_dp_d"))).alias("_dp_uw")))
@@ -161,7 +161,7 @@ class SparkStages(Stages):
         return self.store(scan_noisy(self, universe, plan1.noise, plan1.scale, exceptions_of, added))
 
     def mad2r_vectors(self, pairs, status, max_contributions: int, beta_min: float, beta_max: float):
-        """Stored round-2 user vectors (sql/mad2r_bounded.sql + mad2r_biased.sql; spec §4, §6): round-2
+        """Stored round-2 user vectors (sql/mad2r_vectors.sql + mad2r_biased.sql; spec §4, §6): round-2
         pairs re-cut to Δ0, 1/√d for users without a bias below 1, water-filling λ* for the others."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
@@ -270,7 +270,7 @@ class SparkStages(Stages):
 
     def top_counts(self, top: int) -> pa.Table:
         """The `top` largest distinct-user counts (keys, `_dp_count`), ties in keyed-hash order
-        (sql/count_release.sql)."""
+        (sql/pcr_top_counts.sql)."""
         from pyspark.sql import functions as F
 
         tie = F.xxhash64(F.lit(self.randomness.salt()), *[F.col(k) for k in self.keys])
