@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DataError, SchemaError
+from ..source import _match_column
 
 
 @dataclass
@@ -39,17 +40,6 @@ def _ref(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _match(columns: list[str], wanted, role: str, where: str) -> str:
-    if not isinstance(wanted, str) or not wanted:
-        raise SchemaError(f"{role} must be a column name (a non-empty string), got {wanted!r}")
-    if wanted in columns:
-        return wanted
-    folded = [c for c in columns if c.lower() == wanted.lower()]
-    if len(folded) == 1:
-        return folded[0]
-    raise SchemaError(f"{role} {wanted!r} is not a column of {where}; columns are: {', '.join(columns)}")
-
-
 def resolve(spark, table, user_col: str, item_col) -> SparkSource:
     """Resolve `table` (a Spark DataFrame or a table/view name in `spark`'s catalog)."""
     from pyspark.sql import DataFrame
@@ -64,11 +54,11 @@ def resolve(spark, table, user_col: str, item_col) -> SparkSource:
         raise SchemaError(f"with a SparkSession, table must be a Spark DataFrame or a table name, "
                           f"got {type(table).__name__}")
     columns = list(df.columns)
-    user = _match(columns, user_col, "user_col", description)
+    user = _match_column(columns, user_col, "user_col", description)
     wanted = [item_col] if isinstance(item_col, str) else list(item_col or [])
     if not wanted:
         raise SchemaError("item_col must name at least one column")
-    keys = [_match(columns, c, "item_col", description) for c in wanted]
+    keys = [_match_column(columns, c, "item_col", description) for c in wanted]
     if user in keys or len(set(keys)) != len(keys):
         raise SchemaError("user_col and item_col must be distinct columns")
     return SparkSource(df, user, keys, description)
