@@ -7,7 +7,7 @@ Sensitivity: a user adds at most 1 to each distinct-user count (ℓ∞ = ℓ2 se
 and may touch any number of keys; no ℓ0 bound is needed. Privacy: each Unknown-Domain Gumbel call
 with β = 1/ε and T = 1 + log(k̄/δ*)/ε is δ*-approximate ε²/8-zCDP (Thm 4, k = 1); each released
 count gets discrete Gaussian noise N_Z(0, σ²) with σ > 2/ε, which is 1/(2σ²)-zCDP like the
-continuous Gaussian of Rogers' Thm 2 (Canonne, Kamath, Steinke NeurIPS 2020, Thm 4): released
+continuous Gaussian of Rogers' Thm 2 (Canonne, Kamath, Steinke 2020, arXiv:2004.00010 Prop. 4): released
 counts are exact integers, sampled exactly (duckdp/discrete.py), so no float artefact tells which
 neighbour produced them (Mironov 2012). The loop is a privacy filter
 (Whitehouse et al., Thm 5): it only starts a step while ρ_spent + ε²/4 ≤ ρ and δ_spent + δ* ≤ δ,
@@ -39,7 +39,7 @@ from .errors import InvalidParameter, SchemaError
 from .lifecycle import open_run
 from .mechanisms.base import Round
 from .privacy.budget import ZCDP, make_budget
-from .privacy.calibration import _up
+from .privacy.calibration import _up, laplace_scale
 from .release import Release, Spent
 from .rng import Randomness
 from .spark import is_spark_session
@@ -95,7 +95,7 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
     call = 0
     # Privacy filter (Alg. 2 loop guard; Whitehouse et al. Thm 5): room for a Gumbel call and a count.
     while rho_spent + eps * eps / 4 <= budget.rho and delta_spent + delta_per_call <= budget.delta:
-        beta = 1.0 / eps                                           # Thm 4: β = 1/ε
+        beta = laplace_scale(eps)                                  # Thm 4: β = 1/ε, rounded up
         threshold = gumbel_threshold(eps, kbar, delta_per_call)
         g = gumbel_noise(randomness, tag, call, remaining)
         rho_spent += eps * eps / 8                                 # Thm 4 (k = 1): ε²/8-zCDP, δ*
@@ -112,7 +112,7 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
             noisy.append(int(counts[position]) + discrete_gaussian(bits, sigma))   # exact N_Z(0, σ²)
             sigmas.append(sigma)
             remaining = np.delete(remaining, best)
-            rho_spent += 0.5 / (sigma * sigma)                     # Thm 2; discrete: CKS20 Thm 4
+            rho_spent += 0.5 / (sigma * sigma)                     # Thm 2; discrete: CKS20 Prop. 4
             log_rows.append(("gaussian", eps, sigma, None, 0.5 / (sigma * sigma), 0.0, len(found) - 1,
                              rho_spent, delta_spent))
         else:

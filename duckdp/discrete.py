@@ -8,7 +8,7 @@ rejection from it (§5.3, Alg. 3). All arithmetic is on Python ints and `fractio
 P[Y = y] ∝ exp(−y²/(2σ²)) on ℤ — no floating point touches it, which is what removes the
 Mironov (2012) leak of float noise (reachable outputs depending on the true count).
 
-Privacy: adding N_Z(0, σ²) to an integer query of sensitivity Δ is ½(Δ/σ)²-zCDP (CKS20 Thm 4),
+Privacy: adding N_Z(0, σ²) to an integer query of sensitivity Δ is ½(Δ/σ)²-zCDP (CKS20, arXiv:2004.00010 Prop. 4),
 the same bound as the continuous Gaussian, so the charge 1/(2σ²) of a count is unchanged.
 
 Why our own sampler: OpenDP's exact samplers draw from the OS CSPRNG and cannot be seeded, so

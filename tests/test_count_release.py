@@ -1,6 +1,7 @@
 """Private Count Release (Rogers 2024): Gumbel noise, threshold and σ golden values, the privacy
 filter and its ledger, relative error, the DuckDB entry point, reproducibility and bad input."""
 import math
+from fractions import Fraction
 from itertools import pairwise
 
 import numpy as np
@@ -70,7 +71,8 @@ def check_ledger(res, rho, delta, params):
     for i in gumbel:
         eps = led["epsilon"][i]
         assert led["rho"][i] == eps * eps / 8 and led["delta"][i] == params["delta_per_call"]
-        assert led["scale"][i] == 1 / eps
+        beta = led["scale"][i]                                        # β = 1/ε, rounded up
+        assert Fraction(beta) * Fraction(eps) >= 1 and beta <= math.nextafter(1 / eps, math.inf)
         assert led["threshold"][i] == gumbel_threshold(eps, params["kbar"], params["delta_per_call"])
     for i in gauss:
         eps, sigma = led["epsilon"][i], led["scale"][i]
@@ -111,6 +113,14 @@ def test_filter_and_ledger_hold_over_random_runs():
             continue
         res = run(counts, rho, delta, trial, **params)
         check_ledger(res, rho, delta, PAPER | params)
+
+
+def test_gumbel_scale_is_rounded_up_where_float_division_rounds_down():
+    # 1/0.0011 rounds to a double below the real quotient: β = 1/ε must step up, never down
+    assert Fraction(1 / 0.0011) * Fraction(0.0011) < 1
+    res = run(np.array([10.0]), 1e-6, 1e-6, 0, kbar=1, initial_epsilon=0.0011)
+    beta = res.ledger.column("scale")[0].as_py()
+    assert Fraction(beta) * Fraction(0.0011) >= 1
 
 
 def test_bottom_handling_and_removal_of_found_items():

@@ -10,7 +10,8 @@ from ..errors import InvalidParameter
 
 
 def _log_cks_delta(rho: float, epsilon: float, alpha: float) -> float:
-    # log of exp((α−1)(αρ−ε))/(α−1) · (1−1/α)^α  (Canonne–Kamath–Steinke 2020, Prop. 7)
+    # log of exp((α−1)(αρ−ε))/(α−1) · (1−1/α)^α  (Canonne–Kamath–Steinke 2020, NeurIPS Prop. 7 as
+    # cited by DP-SIPS Lemma 8; arXiv:2004.00010v4 Prop. 12 with ρ-zCDP's Rényi curve αρ)
     return (alpha - 1) * (alpha * rho - epsilon) - math.log(alpha - 1) + alpha * math.log1p(-1 / alpha)
 
 
