@@ -334,10 +334,15 @@ def test_install_replaces_hooks_and_is_repeatable(mcon):
 
 
 def test_colliding_keys_get_independent_noise_in_the_macros(mcon):
-    """Issue #11 part 1 in the macros: two VARCHAR keys that collide under a 64-bit hash must still get
-    different PRF inputs. The recording hook sees each released round's (salt, key id) pairs: key
-    ids are distinct within a round whatever the keys' hashes (they are ranks, not hashes)."""
-    mcon.execute("CREATE TABLE c AS SELECT (i % 300)::VARCHAR AS user_id, 'k' || (i % 50)::VARCHAR AS item "
+    """Issue #11 part 1 in the macros: keys that collide under DuckDB's 64-bit hash must still get
+    different PRF inputs. The old macros' counter was xor(hash(item), salt), equal for the pinned
+    STRUCT pair below, so both keys drew the same noise. The recording hook sees each round's
+    (salt, key id) pairs: key ids are ranks, not hashes, so they are distinct within a round."""
+    pair = "{'a': 42::BIGINT, 'b': 1001::BIGINT}", "{'a': 43::BIGINT, 'b': 2676856443368798602::BIGINT}"
+    h0, h1 = mcon.sql(f"SELECT hash({pair[0]}), hash({pair[1]})").fetchall()[0]
+    assert h0 == h1                                                      # the pinned collision
+    mcon.execute(f"CREATE TABLE c AS SELECT (i % 300)::VARCHAR AS user_id, CASE i % 52 WHEN 50 THEN {pair[0]} "
+                 f"WHEN 51 THEN {pair[1]} ELSE {{'a': (i % 52)::BIGINT, 'b': 0::BIGINT}} END AS item "
                  "FROM range(3000) r(i)")
     seen = []
 
