@@ -227,23 +227,38 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
         return spark_count_release(con, table, budget, params, randomness, user_col, item_col, _on_plan)
 
     def check_columns(source) -> None:
-        clash = sorted(set(source.key_names) & set(_OUTPUT_COLUMNS))
-        if clash:
-            raise SchemaError(f"item_col {clash} collides with the output columns {list(_OUTPUT_COLUMNS)}; rename it")
+        check_output_names(source.key_names)
 
     with open_run(con, table, user_col, item_col, randomness, plan=[budget], on_plan=_on_plan,
                   check_source=check_columns) as stages:
         source = stages.ctx.source
         top = stages.top_counts(int(params["kbar"]) + 1)
+    key_cols = [f"_dp_k{i}" for i in range(len(source.keys))]
+    return release_top_counts(top, key_cols, source.key_names, source.description, budget, params, randomness,
+                              con.from_arrow)
+
+
+def check_output_names(key_names: Sequence[str]) -> None:
+    """Refuse key columns named like the release's own output columns."""
+    clash = sorted(set(key_names) & set(_OUTPUT_COLUMNS))
+    if clash:
+        raise SchemaError(f"item_col {clash} collides with the output columns {list(_OUTPUT_COLUMNS)}; rename it")
+
+
+def release_top_counts(top: pa.Table, key_cols: Sequence[str], key_names: Sequence[str], description: str,
+                       budget: ZCDP, params: dict[str, Any], randomness: Randomness, to_engine) -> CountRelease:
+    """Alg. 2 on the engine's k̄ + 1 largest counts (`top`, largest first) → the CountRelease.
+
+    Shared by DuckDB and Spark: only the counts come from the engine; `to_engine` turns the
+    released Arrow table into the engine's relation (DuckDB relation or Spark DataFrame).
+    """
     counts = top.column("_dp_count").to_numpy().astype(np.int64)
     next_count = float(counts[params["kbar"]]) if counts.size > params["kbar"] else 0.0
     result = private_count_release(counts[:params["kbar"]], next_count, budget, randomness, **params)
-
-    key_cols = [f"_dp_k{i}" for i in range(len(source.keys))]
-    items = (top.select(key_cols).take(pa.array(result.positions, pa.int64())).rename_columns(source.key_names)
+    items = (top.select(list(key_cols)).take(pa.array(result.positions, pa.int64())).rename_columns(list(key_names))
              .append_column("noisy_count", pa.array(result.noisy_counts, pa.int64()))
              .append_column("sigma", pa.array(result.sigmas, pa.float64())))
-    return CountRelease(items=con.from_arrow(items), algo="pcr", citation=CITATION, budget=budget,
+    return CountRelease(items=to_engine(items), algo="pcr", citation=CITATION, budget=budget,
                         spent=Spent.of([budget]), rounds=ledger_rounds(result.ledger), seeded=randomness.seeded,
-                        max_contributions=None, params=params, input=source.description,
-                        key_names=list(source.key_names), _table=items, ledger=result.ledger)
+                        max_contributions=None, params=params, input=description,
+                        key_names=list(key_names), _table=items, ledger=result.ledger)
