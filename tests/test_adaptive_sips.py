@@ -260,37 +260,7 @@ def test_sql_state_covers_every_key_of_the_remaining_sets(con, monkeypatch):
     assert leftovers(con) == []
 
 
-# -- whole runs: report, cleanup, and the SQL's released counts against the reference ---------------------
-def test_release_rounds_report_and_cleanup(con):
-    users, items = random_sets(2000, 300, 20, 3)
-    make_table(con, "t", users, items)
-    rel = duckdp.select(con, "t", algo="adaptive_sips", rho=1.0, delta=1e-3, max_contributions=10, seed=4)
-    again = duckdp.select(con, "t", algo="adaptive_sips", rho=1.0, delta=1e-3, max_contributions=10, seed=4)
-    keys = rel.to_arrow().column("item").to_pylist()
-    assert len(keys) == len(set(keys)) == sum(r.released for r in rel.rounds) == len(rel)
-    assert sorted(keys) == sorted(again.to_arrow().column("item").to_pylist())
-    assert [r.index for r in rel.rounds] == [0, 1, 2] and all(r.released > 0 for r in rel.rounds)
-    plan = MECH.plan(ZCDP(1.0, 1e-3), 10, DEFAULT)
-    assert [(r.sigma, r.threshold, r.budget) for r in rel.rounds] == [(p.scale, p.threshold, p.budget) for p in plan]
-    assert (rel.spent.rho, rel.spent.zcdp_delta) == (1.0, 1e-3)
-    eps = duckdp.select(con, "t", algo="adaptive_sips", epsilon=1.0, delta=1e-5, max_contributions=10, seed=4)
-    assert (eps.spent.epsilon, eps.spent.delta) == (1.0, 1e-5)
-    assert "adaptive_sips" in rel.report() and "beta_min=0.5" in rel.report()
-    assert leftovers(con) == []
-
-
-def test_multicolumn_keys_and_empty_input(con):
-    con.execute('CREATE TABLE "we ird" ("user id" INT, "it""em" VARCHAR, "select" INT)')
-    con.execute('INSERT INTO "we ird" SELECT u, \'a\' || (i % 3), i % 2 FROM range(400) r(u), range(6) s(i)')
-    rel = duckdp.select(con, "we ird", algo="adaptive_sips", rho=1.0, delta=1e-3, max_contributions=6,
-                        user_col="user id", item_col=['it"em', "select"], seed=1, iterations=2, ratio=1)
-    assert rel.to_arrow().column_names == ['it"em', "select"] and len(rel) == 6
-    con.execute('DELETE FROM "we ird"')
-    empty = duckdp.select(con, "we ird", algo="adaptive_sips", rho=1.0, delta=1e-3, user_col="user id",
-                          item_col=['it"em', "select"], seed=1)
-    assert len(empty) == 0 and [r.released for r in empty.rounds] == [0, 0, 0] and leftovers(con) == []
-
-
+# -- whole runs (report, cleanup, odd names: tests/test_dpsips.py MULTI_ROUND); counts vs the reference --
 @pytest.mark.slow
 def test_mean_released_matches_monte_carlo_reference(con):
     """Mean per-round counts over 20 SQL seeds vs 100 reference runs with the same plan, within 4 SE."""

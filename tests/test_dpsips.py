@@ -210,30 +210,39 @@ def test_retruncation_is_uniform_with_a_fresh_salt(con):
     assert np.all(np.abs(hits[4:] / runs - p) < 4.5 * math.sqrt(p * (1 - p) / runs))
 
 
-def test_release_rounds_report_and_cleanup(con):
+# Whole multi-round runs, shared with adaptive SIPS (same rounds, report and cleanup contract).
+MULTI_ROUND = [("dpsips", "iterations=3"), ("adaptive_sips", "beta_min=0.5")]
+
+
+@pytest.mark.parametrize(("algo", "shown"), MULTI_ROUND)
+def test_release_rounds_report_and_cleanup(con, algo, shown):
     users, items = random_sets(2000, 300, 20, 3)
     make_table(con, "t", users, items)
-    rel = duckdp.select(con, "t", algo="dpsips", rho=1.0, delta=1e-3, max_contributions=10, seed=4)
-    again = duckdp.select(con, "t", algo="dpsips", rho=1.0, delta=1e-3, max_contributions=10, seed=4)
+    rel = duckdp.select(con, "t", algo=algo, rho=1.0, delta=1e-3, max_contributions=10, seed=4)
+    again = duckdp.select(con, "t", algo=algo, rho=1.0, delta=1e-3, max_contributions=10, seed=4)
     keys = rel.to_arrow().column("item").to_pylist()
     assert len(keys) == len(set(keys)) == sum(r.released for r in rel.rounds) == len(rel)
     assert sorted(keys) == sorted(again.to_arrow().column("item").to_pylist())
     assert [r.index for r in rel.rounds] == [0, 1, 2] and all(r.released > 0 for r in rel.rounds)
-    plan = MECH.plan(ZCDP(1.0, 1e-3), 10, DEFAULT)
+    mech = get(algo)
+    plan = mech.plan(ZCDP(1.0, 1e-3), 10, mech.check_params({}))
     assert [(r.sigma, r.threshold, r.budget) for r in rel.rounds] == [(p.scale, p.threshold, p.budget) for p in plan]
     assert (rel.spent.rho, rel.spent.zcdp_delta) == (1.0, 1e-3)
-    assert "dpsips" in rel.report() and "iterations=3" in rel.report()
+    eps = duckdp.select(con, "t", algo=algo, epsilon=1.0, delta=1e-5, max_contributions=10, seed=4)
+    assert (eps.spent.epsilon, eps.spent.delta) == (1.0, 1e-5)
+    assert algo in rel.report() and shown in rel.report()
     assert leftovers(con) == []
 
 
-def test_multicolumn_keys_odd_names_and_empty_input(con):
+@pytest.mark.parametrize("algo", [algo for algo, _ in MULTI_ROUND])
+def test_multicolumn_keys_odd_names_and_empty_input(con, algo):
     con.execute('CREATE TABLE "we ird" ("user id" INT, "it""em" VARCHAR, "select" INT)')
     con.execute('INSERT INTO "we ird" SELECT u, \'a\' || (i % 3), i % 2 FROM range(400) r(u), range(6) s(i)')
-    rel = duckdp.select(con, "we ird", algo="dpsips", rho=1.0, delta=1e-3, max_contributions=6,
+    rel = duckdp.select(con, "we ird", algo=algo, rho=1.0, delta=1e-3, max_contributions=6,
                         user_col="user id", item_col=['it"em', "select"], seed=1, iterations=2, ratio=1)
     assert rel.to_arrow().column_names == ['it"em', "select"] and len(rel) == 6
     con.execute('DELETE FROM "we ird"')
-    empty = duckdp.select(con, "we ird", algo="dpsips", rho=1.0, delta=1e-3, user_col="user id",
+    empty = duckdp.select(con, "we ird", algo=algo, rho=1.0, delta=1e-3, user_col="user id",
                           item_col=['it"em', "select"], seed=1)
     assert len(empty) == 0 and [r.released for r in empty.rounds] == [0, 0, 0]
     assert con.sql('SELECT count(*) FROM "we ird"').fetchall() == [(0,)] and leftovers(con) == []
