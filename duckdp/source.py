@@ -77,6 +77,19 @@ def _match_column(columns: list[str], wanted, role: str, where: str) -> str:
     raise SchemaError(f"{role} {wanted!r} is not a column of {where}; columns are: {', '.join(columns)}")
 
 
+def match_columns(columns: list[str], user_col, item_col, where: str) -> tuple[str, list[str]]:
+    """The input's user column and key columns named by `user_col` / `item_col` (one name or a list),
+    distinct from each other; a SchemaError naming the input otherwise (shared with Spark)."""
+    user = _match_column(columns, user_col, "user_col", where)
+    wanted = [item_col] if isinstance(item_col, str) else list(item_col or [])
+    if not wanted:
+        raise SchemaError("item_col must name at least one column")
+    keys = [_match_column(columns, c, "item_col", where) for c in wanted]
+    if user in keys or len(set(keys)) != len(keys):
+        raise SchemaError("user_col and item_col must be distinct columns")
+    return user, keys
+
+
 def resolve(con, table, user_col: str, item_col, run_id: str) -> Source:
     """Resolve `table` and its columns on `con`; register relations/dataframes as temp views."""
     registered, estimated_rows = None, None
@@ -97,13 +110,7 @@ def resolve(con, table, user_col: str, item_col, run_id: str) -> Source:
     try:
         head = con.sql(f"SELECT * FROM {ref} LIMIT 0")
         columns, types = list(head.columns), [str(t) for t in head.types]
-        user = _match_column(columns, user_col, "user_col", description)
-        wanted = [item_col] if isinstance(item_col, str) else list(item_col or [])
-        if not wanted:
-            raise SchemaError("item_col must name at least one column")
-        keys = [_match_column(columns, c, "item_col", description) for c in wanted]
-        if user in keys or len(set(keys)) != len(keys):
-            raise SchemaError("user_col and item_col must be distinct columns")
+        user, keys = match_columns(columns, user_col, item_col, description)
     except Exception:
         if registered:
             con.unregister(registered)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DataError, SchemaError
-from ..source import _match_column
+from ..source import match_columns
 
 
 @dataclass
@@ -53,14 +53,7 @@ def resolve(spark, table, user_col: str, item_col) -> SparkSource:
     else:
         raise SchemaError(f"with a SparkSession, table must be a Spark DataFrame or a table name, "
                           f"got {type(table).__name__}")
-    columns = list(df.columns)
-    user = _match_column(columns, user_col, "user_col", description)
-    wanted = [item_col] if isinstance(item_col, str) else list(item_col or [])
-    if not wanted:
-        raise SchemaError("item_col must name at least one column")
-    keys = [_match_column(columns, c, "item_col", description) for c in wanted]
-    if user in keys or len(set(keys)) != len(keys):
-        raise SchemaError("user_col and item_col must be distinct columns")
+    user, keys = match_columns(list(df.columns), user_col, item_col, description)
     return SparkSource(df, user, keys, description)
 
 
