@@ -64,3 +64,18 @@ def halve_thresholds(monkeypatch, algo: str) -> None:
             p.threshold /= 2
         return plans
     monkeypatch.setattr(type(mech), "plan", halved)
+
+
+def assert_rounds_match_reference(con, algo: str, ref: np.ndarray, min_mean: float, seeds: int = 20) -> None:
+    """Mean released per round (and in total) of `seeds` seeded SQL runs of `algo` on table "t"
+    (ρ = 1, δ = 1e-3, Δ0 = 10) equals the reference runs' `ref` (runs × rounds) within 4 SE."""
+    import duckdp
+
+    sql = np.array([[r.released for r in duckdp.select(con, "t", algo=algo, rho=1.0, delta=1e-3,
+                                                        max_contributions=10, seed=s).rounds]
+                    for s in range(seeds)], dtype=float)
+    ref, sql = np.column_stack([ref, ref.sum(1)]), np.column_stack([sql, sql.sum(1)])
+    var = ref.var(axis=0, ddof=1)
+    se = np.sqrt(var / len(sql) + var / len(ref))
+    assert np.all(ref.mean(0) > min_mean)                # every round has something to find
+    assert np.all(np.abs(sql.mean(0) - ref.mean(0)) <= 4 * se), (sql.mean(0), ref.mean(0), se)

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from conftest import leftovers, make_table, random_sets
+from conftest import assert_rounds_match_reference, leftovers, make_table, random_sets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_adaptive import adaptive_sips, round_weights, user_vector
@@ -270,14 +270,7 @@ def test_mean_released_matches_monte_carlo_reference(con):
     sets = list(_sets(users, items).values())
     rng = np.random.default_rng(2024)
     ref = np.array([[len(r) for r in adaptive_sips(sets, 800, plan, DEFAULT, 10, rng)] for _ in range(100)], float)
-    sql = np.array([[r.released for r in duckdp.select(con, "t", algo="adaptive_sips", rho=1.0, delta=1e-3,
-                                                        max_contributions=10, seed=s).rounds]
-                    for s in range(20)], dtype=float)
-    ref, sql = np.column_stack([ref, ref.sum(1)]), np.column_stack([sql, sql.sum(1)])
-    var = ref.var(axis=0, ddof=1)
-    se = np.sqrt(var / len(sql) + var / len(ref))
-    assert np.all(ref.mean(0) > 10)                      # every round has something to find
-    assert np.all(np.abs(sql.mean(0) - ref.mean(0)) <= 4 * se), (sql.mean(0), ref.mean(0), se)
+    assert_rounds_match_reference(con, "adaptive_sips", ref, min_mean=10)
 
 
 # -- privacy audit: novel keys released with probability ≤ δ_j per round --------------------------------

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from conftest import leftovers, make_table, random_sets
+from conftest import assert_rounds_match_reference, leftovers, make_table, random_sets
 from scipy.special import ndtr, ndtri
 
 import duckdp
@@ -257,14 +257,7 @@ def test_mean_released_matches_monte_carlo_reference(con):
     plan = MECH.plan(ZCDP(1.0, 1e-3), 10, DEFAULT)
     rng = np.random.default_rng(2024)
     ref = np.array([reference_dpsips(users, items, plan, 10, rng, 3000) for _ in range(400)], dtype=float)
-    sql = np.array([[r.released for r in duckdp.select(con, "t", algo="dpsips", rho=1.0, delta=1e-3,
-                                                        max_contributions=10, seed=s).rounds]
-                    for s in range(20)], dtype=float)
-    ref, sql = np.column_stack([ref, ref.sum(1)]), np.column_stack([sql, sql.sum(1)])
-    var = ref.var(axis=0, ddof=1)
-    se = np.sqrt(var / len(sql) + var / len(ref))
-    assert np.all(ref.mean(0) > 20)                      # every round has something to find
-    assert np.all(np.abs(sql.mean(0) - ref.mean(0)) <= 4 * se), (sql.mean(0), ref.mean(0), se)
+    assert_rounds_match_reference(con, "dpsips", ref, min_mean=20)
 
 
 # -- privacy audit: one extra user holding Δ0 keys nobody else has --------------------------------
