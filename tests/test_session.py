@@ -41,6 +41,16 @@ def t(con):
     return con
 
 
+@pytest.fixture
+def db_file(tmp_path) -> str:
+    """A database file holding table "t", for ledgers that must outlive a connection."""
+    path = str(tmp_path / "db.duckdb")
+    with duckdb.connect(path) as con:
+        users, items = random_sets(300, 40, 5, 1)
+        make_table(con, "t", users, items)
+    return path
+
+
 def gdp_epsilon(mu: float, delta: float) -> float:
     """ε of μ-GDP at δ from Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) = δ (Dong, Roth & Su 2022, Cor. 2.13)."""
     return brentq(lambda e: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2) - delta, 0, 50,
@@ -158,16 +168,13 @@ def test_exact_charges_never_decimal(t):
         s.select("t", algo="weighted_gaussian", rho=1e-9, delta=1e-12, **RUN)
 
 
-def test_persisted_events_reload(tmp_path):
-    path = str(tmp_path / "db.duckdb")
-    with duckdb.connect(path) as con:
-        users, items = random_sets(300, 40, 5, 1)
-        make_table(con, "t", users, items)
+def test_persisted_events_reload(db_file):
+    with duckdb.connect(db_file) as con:
         s = Session(con, epsilon=1.0, delta=1e-5, ledger_table="L")
         s.select("t", algo="weighted_laplace", epsilon=0.2, delta=1e-6, **RUN)
         s.select("t", algo="dpsips", epsilon=0.3, delta=1e-6, **RUN)
         events, spent = s.events, s.spent
-    with duckdb.connect(path) as con:
+    with duckdb.connect(db_file) as con:
         s = Session(con, epsilon=1.0, delta=1e-5, ledger_table="L")
         assert s.events == events and s.spent == spent and [e.kind for e in events] == ["laplace"] + ["gaussian"] * 3
         with pytest.raises(LedgerError, match="different total budget"):
@@ -230,14 +237,11 @@ def test_bad_session_parameters(con, kwargs):
 
 # -- persisted ledger: restart, atomicity, tampering ----------------------------------------------
 
-def test_ledger_survives_restart(tmp_path):
-    path = str(tmp_path / "db.duckdb")
-    with duckdb.connect(path) as con:
-        users, items = random_sets(300, 40, 5, 1)
-        make_table(con, "t", users, items)
+def test_ledger_survives_restart(db_file):
+    with duckdb.connect(db_file) as con:
         s = Session(con, rho=0.3, delta=1e-5, ledger_table='my "ledger"; --')
         s.select("t", algo="weighted_gaussian", rho=0.2, delta=1e-6, **RUN)
-    with duckdb.connect(path) as con:
+    with duckdb.connect(db_file) as con:
         s = Session(con, rho=0.3, delta=1e-5, ledger_table='my "ledger"; --')
         assert s.spent.value == 0.2 and len(s.ledger) == 1
         with pytest.raises(BudgetExceeded):
@@ -245,7 +249,7 @@ def test_ledger_survives_restart(tmp_path):
         s.select("t", algo="weighted_gaussian", rho=0.0625, delta=1e-6, **RUN)
         other = Session(con, rho=0.3, delta=1e-5, ledger_table='my "ledger"; --')   # a second handle sees it
         assert other.remaining.value == pytest.approx(0.0375)
-    with duckdb.connect(path, read_only=True) as con, pytest.raises(LedgerError, match="cannot open ledger table"):
+    with duckdb.connect(db_file, read_only=True) as con, pytest.raises(LedgerError, match="cannot open ledger table"):
         Session(con, rho=0.3, delta=1e-5, ledger_table='my "ledger"; --')
 
 
