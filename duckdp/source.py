@@ -5,9 +5,11 @@ are registered as run-unique temporary views. Nothing the user wrote is pasted i
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import duckdb
+import numpy as np
 
 from .errors import DataError, SchemaError
 from .templates import quote_ident
@@ -100,6 +102,7 @@ def resolve(con, table, user_col: str, item_col, run_id: str) -> Source:
         raise SchemaError(f"table must be a table or view name, a DuckDB relation, or a DataFrame/Arrow table; "
                           f"got {'None' if table is None else 'a connection'}")
     else:
+        check_homogeneous(table, user_col, item_col)
         registered = f"_duckdp_{run_id}_input"
         try:
             con.register(registered, table)
@@ -108,7 +111,10 @@ def resolve(con, table, user_col: str, item_col, run_id: str) -> Source:
         ref = quote_ident(registered)
         description = f"<{type(table).__name__}>"
     try:
-        head = con.sql(f"SELECT * FROM {ref} LIMIT 0")
+        try:
+            head = con.sql(f"SELECT * FROM {ref} LIMIT 0")
+        except duckdb.Error as exc:
+            raise SchemaError(_unreadable(con, table, description, exc)) from None
         columns, types = list(head.columns), [str(t) for t in head.types]
         user, keys = match_columns(columns, user_col, item_col, description)
     except Exception:
@@ -117,6 +123,50 @@ def resolve(con, table, user_col: str, item_col, run_id: str) -> Source:
         raise
     return Source(ref, quote_ident(user), [quote_ident(k) for k in keys], keys,
                   [types[columns.index(k)] for k in keys], registered, description, estimated_rows)
+
+
+def _unreadable(con, table, description: str, exc: duckdb.Error) -> str:
+    """Why an input's columns cannot even be bound: a view over a deleted file or a renamed table."""
+    reason = str(exc).splitlines()[0]
+    if isinstance(table, str):
+        views = con.sql("SELECT sql FROM duckdb_views() WHERE NOT internal AND view_name = $name",
+                        params={"name": table.split(".")[-1]}).fetchall()
+        if len(views) == 1:
+            return (f"view {table!r} cannot be read: something its definition names is missing ({reason}); "
+                    f"its definition: {' '.join(views[0][0].split())}")
+    return f"{description} cannot be read ({reason})"
+
+
+def _kind(value) -> str:
+    """A value's kind as DuckDB would read it (numpy and Python integers alike)."""
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, numbers.Integral):
+        return "int"
+    if isinstance(value, numbers.Real):
+        return "float"
+    return type(value).__name__
+
+
+def check_homogeneous(frame, user_col, item_col) -> None:
+    """Refuse pandas object columns (the user column or a key column) that mix Python types: DuckDB
+    reads [1, '1', 1.0] as the strings '1' and '1.0', merging two users or keys into one, and fails
+    on others with a raw cast error."""
+    if not type(frame).__module__.startswith("pandas") or not hasattr(frame, "dtypes"):
+        return
+    from pandas.api.types import infer_dtype
+
+    wanted = {str(c).lower() for c in [user_col, *([item_col] if isinstance(item_col, str) else item_col or [])]}
+    for name in frame.columns:
+        column = frame[name]
+        if (str(name).lower() not in wanted or column.dtype != object
+                or not infer_dtype(column, skipna=True).startswith("mixed")):
+            continue
+        kinds = sorted({_kind(v) for v in column.dropna()})     # "mixed" also means lists, tuples, …
+        if len(kinds) > 1:
+            raise DataError(f"column {name!r} mixes Python types ({', '.join(kinds)}); convert it to one type "
+                            "first (e.g. df[col].astype(str)) so that equal-looking values are neither merged "
+                            "nor refused")
 
 
 def check_nulls(con, source: Source) -> None:

@@ -172,3 +172,38 @@ def test_installed_package_ships_sql(tmp_path):
     if checkout == "True":
         pytest.skip("duckdp is installed from a source checkout (editable)")
     assert (inside, found) == ("True", "True"), out.stderr
+
+
+def test_view_over_a_missing_file_or_table_names_the_view(con, tmp_path):
+    path = tmp_path / "gone.parquet"
+    con.execute(f"COPY (SELECT range % 5 AS user_id, 'a' AS item FROM range(20)) TO '{path}'")
+    con.execute(f"CREATE VIEW over_file AS SELECT * FROM '{path}'")
+    con.execute("CREATE TABLE base AS SELECT range % 5 AS user_id, 'a' AS item FROM range(20)")
+    con.execute("CREATE VIEW over_table AS SELECT * FROM base")
+    path.unlink()
+    con.execute("ALTER TABLE base RENAME TO renamed")
+    with pytest.raises(SchemaError, match=r"view 'over_file' cannot be read: .*No files found.*gone\.parquet"):
+        duckdp.select(con, "over_file", **GOOD)
+    with pytest.raises(SchemaError, match=r"view 'over_table' cannot be read: .*base.*does not exist"):
+        duckdp.select(con, "over_table", **GOOD)
+    assert leftovers(con) == []
+
+
+@pytest.mark.parametrize("values, kinds", [([1, "a", 2.5], "float, int, str"), ([1, "1", 1.0], "float, int, str"),
+                                           ([True, 1, 0], "bool, int")])
+@pytest.mark.parametrize("column", ["item", "user_id"])
+def test_mixed_type_pandas_columns_are_refused(con, values, kinds, column):
+    """[1, '1', 1.0] would silently become the keys '1' and '1.0' (1 and '1' merged); others a raw cast error."""
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"user_id": list(range(30)) * 3, "item": ["k"] * 90})
+    df[column] = pd.Series(values * 30, dtype=object)
+    with pytest.raises(DataError, match=f"column '{column}' mixes Python types \\({kinds}\\)"):
+        duckdp.select(con, df, **GOOD)
+    assert leftovers(con) == []
+
+
+def test_object_columns_of_one_kind_are_accepted(con):
+    pd, np = pytest.importorskip("pandas"), pytest.importorskip("numpy")
+    df = pd.DataFrame({"user_id": pd.Series([1, np.int64(2), 3] * 10, dtype=object),
+                       "item": pd.Series([[1], [2, 3], [4]] * 10, dtype=object)})
+    assert duckdp.select(con, df, **GOOD).items.columns == ["item"]
