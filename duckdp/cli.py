@@ -22,7 +22,8 @@ from .api import algorithms, select
 from .errors import DuckDPError, InvalidParameter, SchemaError
 from .macros import macro_sql
 from .mechanisms import get
-from .privacy.budget import EpsDelta
+from .privacy.budget import EpsDelta, make_budget
+from .privacy.calibration import _check_max_contributions
 from .privacy.composition import zcdp_as_dp
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
@@ -245,6 +246,10 @@ def _demo(args) -> int:
     mechs = {m["name"]: m for m in algorithms()}
     for name in wanted:
         get(name)
+    # The request itself must be valid before any mechanism runs: a bad ε, δ or Δ0 is an error (exit 2),
+    # not one "skipped" line per mechanism.
+    make_budget(epsilon=args.epsilon, delta=args.delta, rho=None if args.epsilon is not None else args.rho)
+    _check_max_contributions(args.max_contributions)
     con = duckdb.connect()
     try:
         progress("building the demo data")
@@ -281,6 +286,8 @@ def _demo(args) -> int:
         print(f"{name:<{width}}  {budget:<22} {n_rounds:>6} {released:>9,} {seconds:>8.2f}")
     for line in skipped:
         print(f"skipped {line}")
+    if not rows:
+        raise InvalidParameter("no mechanism could run with these parameters (see the skipped lines above)")
     if converted:
         print(f"\n* (ε, δ)-only mechanism, run at the (ε, δ)-DP that ρ={args.rho:g}, δ={args.delta:g} zCDP implies "
               "(DP-SIPS Cor. 9), so every row has the same guarantee.")

@@ -103,6 +103,10 @@ BAD = [
     (["select", "nothing*.parquet", *BUDGET, "-o", "x.parquet"], "No files found"),
     (["select", "in.csv", *BUDGET, "--table", "t", "-o", "x.parquet"], "--table only applies"),
     (["demo", "--algos", "nope"], "unknown algo"),
+    (["demo", "--epsilon", "-1"], "epsilon must be a finite number > 0"),       # once, not "skipped" per mechanism
+    (["demo", "--delta", "2"], "delta must be in (0, 1)"),
+    (["demo", "--max-contributions", "0"], "max_contributions must be an integer >= 1"),
+    (["demo", "--algos", "gw"], "no mechanism could run"),
 ]
 
 
