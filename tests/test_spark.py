@@ -285,3 +285,38 @@ def test_audit_on_spark(spark, monkeypatch, algo, scenario):
           f"{broken.__name__}: δ̂={b_est:+.4f} δ_lo={b_lo:+.4f} ({b_label})")
     assert lo <= spent.delta, f"{algo} {scenario} on Spark: privacy violation shown for {label}"
     assert b_lo > spent.delta, f"{algo} {scenario} on Spark: the audit cannot tell the {broken.__name__} variant"
+
+
+_NO_DUCKDP = """
+from pyspark.sql import SparkSession
+import duckdp
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+df = spark.range(300).selectExpr("id AS user_id", "concat('w', id % 3) AS item")     # no Python worker yet
+print(len(duckdp.select(spark, df, algo="weighted_gaussian", rho=1.0, delta=1e-6, max_contributions=1, seed=1)))
+"""
+
+
+def test_local_workers_default_to_the_driver_python(tmp_path):
+    """A venv used without activating it: PATH's `python3` has no duckdp (here: no pyspark either).
+    Workers must run this interpreter unless PYSPARK_PYTHON says otherwise."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "python3"
+    fake.write_text(f"#!/bin/sh\nexec {sys._base_executable} -I \"$@\"\n")    # a Python without duckdp
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "VIRTUAL_ENV")}
+    env["PATH"] = f"{tmp_path}:{env.get('PATH', '')}"
+    proc = subprocess.run([sys.executable, "-c", _NO_DUCKDP], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert int(proc.stdout.split()[-1]) == 3
+
+
+def test_executor_without_duckdp_is_one_clear_error():
+    from duckdp.spark import missing_duckdp
+
+    trace = "org.apache.spark.api.python.PythonException: ... ModuleNotFoundError: No module named 'duckdp'\n" * 40
+    err = missing_duckdp(RuntimeError(trace))
+    assert err is not None and "cannot import duckdp" in str(err) and "PYSPARK_PYTHON" in str(err)
+    assert "\n" not in str(err)
+    assert missing_duckdp(RuntimeError("some other failure")) is None

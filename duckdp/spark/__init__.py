@@ -9,8 +9,56 @@ pyspark is imported only when a SparkSession is passed.
 """
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..errors import DuckDPError
+
+_DEFAULT_PYTHON = "python3"     # what pyspark's SparkContext runs workers with when PYSPARK_PYTHON is unset
+
 
 def is_spark_session(obj) -> bool:
     """True for a `pyspark.sql.SparkSession` (classic or Connect), without importing pyspark."""
     return any(c.__name__ == "SparkSession" and c.__module__.startswith("pyspark.")
                for c in type(obj).__mro__)
+
+
+def use_driver_python(spark) -> None:
+    """On a local master, run Python workers with this interpreter unless the user chose one.
+
+    pyspark starts workers with `PYSPARK_PYTHON`, else `python3` from PATH — often a system Python
+    without duckdp (a venv used without activating it), failing with 240 lines of trace. On a local
+    master the workers are on this machine, so this interpreter is the right one; on a cluster the
+    executors' Python is the cluster's business (see `executor_errors`).
+    """
+    if os.environ.get("PYSPARK_PYTHON"):
+        return
+    try:
+        sc = spark.sparkContext            # Spark Connect has none: its workers are the server's
+    except Exception:
+        return
+    if str(sc.master).startswith("local") and sc.pythonExec == _DEFAULT_PYTHON:
+        sc.pythonExec = sys.executable
+
+
+def missing_duckdp(exc: BaseException) -> DuckDPError | None:
+    """The one-line error for an executor that cannot import duckdp, or None for other failures."""
+    if "No module named 'duckdp'" not in str(exc):
+        return None
+    return DuckDPError("Spark's Python workers cannot import duckdp: install duckdp where the executors run, or "
+                       "set PYSPARK_PYTHON to an interpreter that has it (this driver runs "
+                       f"{sys.executable}), or ship it with --py-files")
+
+
+@contextmanager
+def executor_errors() -> Iterator[None]:
+    """Turn Spark's long trace for an executor without duckdp into one clear duckdp error."""
+    try:
+        yield
+    except Exception as exc:
+        clear = missing_duckdp(exc)
+        if clear is None:
+            raise
+        raise clear from None

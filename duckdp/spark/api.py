@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..errors import InvalidParameter
 from ..mechanisms.policy import _Sequential
 from ..release import Release, Spent
+from . import executor_errors, use_driver_python
 from .source import check_nulls, resolve
 from .stages import SEQUENTIAL_ERROR, SparkStages
 
@@ -12,13 +13,15 @@ def select(spark, table, mech, budget, plan, params, run_params, randomness, use
     """Resolve → (Session hook) → NULL check → `mech.run` on Spark stages → Release."""
     if isinstance(mech, _Sequential):          # a clear error before the Session charges or data is read
         raise InvalidParameter(SEQUENTIAL_ERROR)
+    use_driver_python(spark)
     source = resolve(spark, table, user_col, item_col)
     stages = SparkStages(spark, source, randomness)
     try:
         if on_plan is not None:
             on_plan(plan, source.description)
         check_nulls(source)
-        out, rounds = mech.run(stages, plan, run_params)
+        with executor_errors():
+            out, rounds = mech.run(stages, plan, run_params)
     finally:
         stages.close()
     return Release(items=spark.createDataFrame(out), algo=mech.name, citation=mech.citation, budget=budget,
@@ -32,11 +35,13 @@ def count_release(spark, table, budget, params, randomness, user_col, item_col, 
     (sql/pcr_top_counts.sql: distinct users per key, ties by a keyed hash) and Alg. 2 in numpy."""
     from ..count_release import check_output_names, release_top_counts
 
+    use_driver_python(spark)
     source = resolve(spark, table, user_col, item_col)
     check_output_names(source.key_names)
     if on_plan is not None:
         on_plan([budget], source.description)
     check_nulls(source)
-    top = SparkStages(spark, source, randomness).top_counts(params["kbar"] + 1)
+    with executor_errors():
+        top = SparkStages(spark, source, randomness).top_counts(params["kbar"] + 1)
     return release_top_counts(top, source.keys, source.key_names, source.description, budget, params, randomness,
                               spark.createDataFrame)

@@ -87,7 +87,7 @@ def noised(stages, frame, kind: str, name: str = "_dp_z"):
             frame = frame.join(ranked, keys, "left")
             rank = F.coalesce(F.col("_dp_rank"), F.lit(0)).cast("long")
 
-    @pandas_udf("double")  # type: ignore[call-overload]  # pyspark's stubs lack the type-hinted form
+    @pandas_udf("double")  # type: ignore[call-overload, unused-ignore]  # stubs lack the hinted form; no stubs without pyspark
     def draw(chi: pd.Series, clo: pd.Series, rk: pd.Series) -> pd.Series:
         return pd.Series(standard(kind, randomness, tag, chi.to_numpy(), clo.to_numpy(), rk.to_numpy()))
 
