@@ -16,8 +16,8 @@ Couple it with the ideal mechanism's exact noise Z = g(U), U uniform on (0, 1), 
 A key's float decision (w + s·g(u) ≥ T, or any monotone rule of its noisy weight) differs from
 the ideal one only if U falls near the decision point: within half a cell (mass 2⁻⁵³), plus the
 float rounding of g and of w + s·z there, ≤ f(z)·(|T|/s + |z|) + 1 more half-cells (f the noise
-density: ≤ 0.4 Gaussian, ½e^(−|z|) Laplace): under 30 while |T| ≤ 50 noise scales (every threshold
-plan with ε ≤ 10, Δ0 ≤ 10⁶ is within 48). So per draw TV ≤ τ = 2⁻⁴⁸.
+density: ≤ 0.4 Gaussian, ½e^(−|z|) Laplace): under 30 while |T| ≤ 50 noise scales (every plan at
+δ = MIN_DELTA, ε ∈ {0.1, 1, 10}, Δ0 ∈ {1, 100, 10⁶} is within 36). So per draw TV ≤ τ = 2⁻⁴⁸.
 
 A key whose weight is equal on neighbours D, D' has the same independent decision law on both, so
 it factors out of the privacy loss (round by round, given the released history); only the N draws
