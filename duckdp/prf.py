@@ -8,15 +8,22 @@ e.g. noise round i uses K[b"nois", i, 0] (and K[b"nois", i, r] for collision ran
 duckdp/counters.py), SQL salts K[b"salt", 0, 0], the count-release bit stream K[b"dgau", 0, 0].
 The noise of a key in a round is
     x = AES-128_sub(hi ‖ lo)   (hi, lo: the key's 128-bit counter as two big-endian uint64),
-    v = first 8 bytes of x as a big-endian uint64,  u = (⌊v / 2¹¹⌋ + ½) · 2⁻⁵³ ∈ (0, 1),
+    v = first 8 bytes of x as a big-endian uint64,  m = ⌊v / 2¹²⌋ (its top 52 bits),
+    u = (2m + 1) · 2⁻⁵³ ∈ [2⁻⁵³, 1 − 2⁻⁵³],
 and N(0,1), Lap(0,1) and Gumbel(0,1) draws are Φ⁻¹(u), −sign(u−½)·log(1−2|u−½|) and −log(−log u).
+The numerator 2m + 1 ≤ 2⁵³ − 1 is an exact double and the scaling by 2⁻⁵³ is exact, so u is the
+midpoint of the m-th of 2⁵² equal cells of (0, 1), never 0 or 1 (every draw is finite: |Gaussian| ≤
+8.21, |Laplace| ≤ 36.05, Gumbel in [−3.61, 36.74]), and the grid is symmetric: u(¬v) = 1 − u(v)
+exactly, so the Gaussian and Laplace draws of ¬v are exactly the negated draws of v.
 Sub-keys are AES outputs on distinct blocks, hence distinct-input PRF values under K.
 
 Assumption: AES-128 is a pseudorandom function (permutation). Then, for any data-independent key K,
 the values on *distinct* inputs are computationally indistinguishable from independent uniform
 draws, so distinct (sub-key, block) pairs give i.i.d. noise (a PRP on ≤ 2⁶⁴ queries is a PRF up to
-the birthday term q²/2¹²⁹). The float grid of u only shifts threshold probabilities by ~2⁻⁵³;
-released *numbers* are never built from u (count release uses duckdp.discrete instead).
+the birthday term q²/2¹²⁹). The grid of u moves any threshold probability P(u ≥ c) by at most half a
+cell, 2⁻⁵³ (plus float error in Φ⁻¹ and in weight + σ·z, of the same order); what that costs in δ, and
+the δ floor it implies, is in duckdp/privacy/budget.py (MIN_DELTA). Released *numbers* are never
+built from u (count release uses duckdp.discrete instead).
 
 Speed: cryptography's AES-ECB (AES-NI) holds the GIL, scipy/numpy ufuncs release it, so `noise`
 works in chunks on a thread pool: one chunk's AES overlaps another chunk's Φ⁻¹.
@@ -82,8 +89,11 @@ class PRFKey:
 
 
 def uniform_from_words(v: np.ndarray) -> np.ndarray:
-    """u = (⌊v/2¹¹⌋ + ½)·2⁻⁵³: the top 53 bits of v as a double in the open interval (0, 1)."""
-    return ((v >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / 2**53)
+    """u = (2⌊v/2¹²⌋ + 1)·2⁻⁵³ ∈ [2⁻⁵³, 1 − 2⁻⁵³]: the top 52 bits of v as the midpoint of one of 2⁵²
+    equal cells of (0, 1). Every step is exact (integer numerator < 2⁵³, power-of-two scale), so u is
+    never 0 or 1, and u(¬v) = 1 − u(v) exactly (a symmetric grid)."""
+    odd = ((np.asarray(v, dtype=np.uint64) >> np.uint64(12)) << np.uint64(1)) | np.uint64(1)
+    return odd.astype(np.float64) * 2.0**-53
 
 
 def standard(kind: str, u: np.ndarray) -> np.ndarray:

@@ -2,13 +2,17 @@
 import math
 
 import mpmath as mp
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import laplace, norm
 
+import duckdp
+from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get
-from duckdp.privacy.budget import ZCDP, EpsDelta
+from duckdp.prf import standard, uniform_from_words
+from duckdp.privacy.budget import MIN_DELTA, ZCDP, EpsDelta, make_budget
 from duckdp.privacy.calibration import (
     analytic_gaussian_delta,
     analytic_gaussian_sigma,
@@ -140,3 +144,50 @@ def test_laplace_scale_is_rounded_up():
             assert Fraction(lam) * Fraction(eps) >= Fraction(sens)            # rounded up …
             assert Fraction(math.nextafter(lam, 0)) * Fraction(eps) < Fraction(sens)  # … by at most 1 ulp
     assert laplace_scale(1.0) == 1.0 and laplace_scale(0.5) == 2.0          # exact quotients stay exact
+
+
+# -- the δ floor (issue #18 §2; argument beside MIN_DELTA in duckdp/privacy/budget.py) -------------
+def test_min_delta_is_2_to_the_minus_32():
+    assert MIN_DELTA == 2.0**-32 == 2**20 * 2.0**-52          # 2²⁰ cells of the 2⁵²-cell noise grid
+
+
+@pytest.mark.parametrize("delta", [1e-300, 1e-13, 1e-12, 2e-10, math.nextafter(MIN_DELTA, 0)])
+def test_delta_below_the_floor_is_refused_before_any_data_is_read(con, delta):
+    """Every entry point refuses it; "missing" is no table, so reaching the data would be another error."""
+    calls = [lambda: make_budget(epsilon=1, delta=delta), lambda: make_budget(rho=0.1, delta=delta),
+             lambda: duckdp.select(con, "missing", algo="weighted_gaussian", epsilon=1, delta=delta),
+             lambda: duckdp.select(con, "missing", algo="dpsips", rho=0.1, delta=delta),
+             lambda: duckdp.count_release(con, "missing", rho=0.1, delta=delta, delta_per_call=delta / 2),
+             lambda: duckdp.explain("weighted_gaussian", epsilon=1, delta=delta),
+             lambda: duckdp.Session(con, epsilon=1, delta=delta)]
+    for call in calls:
+        with pytest.raises(InvalidParameter, match="below the floor MIN_DELTA"):
+            call()
+    s = duckdp.Session(con, epsilon=1, delta=1e-5)
+    with pytest.raises(InvalidParameter, match="below the floor MIN_DELTA"):
+        s.select("missing", algo="weighted_gaussian", epsilon=0.5, delta=delta)
+    assert len(s.ledger) == 0
+
+
+def test_delta_at_the_floor_is_accepted(con):
+    con.execute("CREATE TABLE t AS SELECT i % 50 AS user_id, 'k' || (i % 7) AS item FROM range(400) r(i)")
+    assert make_budget(epsilon=1, delta=MIN_DELTA).delta == MIN_DELTA
+    for algo in ("weighted_gaussian", "dpsips", "weighted_laplace"):
+        r = duckdp.select(con, "t", algo=algo, epsilon=1, delta=MIN_DELTA, max_contributions=4, seed=1)
+        assert r.budget.delta == MIN_DELTA and r.spent.delta <= MIN_DELTA
+    s = duckdp.Session(con, rho=1.0, delta=MIN_DELTA)
+    s.select("t", algo="dpsips", rho=0.5, delta=MIN_DELTA, max_contributions=4, seed=1)
+
+
+def test_thresholds_at_the_floor_stay_inside_the_noise_grid():
+    """At δ = MIN_DELTA and Δ0 = 100 the largest noise the grid can draw still clears every threshold's
+    noise term, so the planned δ_j are attainable (a threshold beyond the grid would only be safer)."""
+    top = float(standard("gaussian", uniform_from_words(np.array([2**64 - 1], dtype=np.uint64)))[0])
+    lap = float(standard("laplace", uniform_from_words(np.array([2**64 - 1], dtype=np.uint64)))[0])
+    assert top == pytest.approx(8.2095, abs=1e-4) and lap == pytest.approx(36.0437, abs=1e-4)
+    for algo, budget in [("weighted_gaussian", EpsDelta(1, MIN_DELTA)), ("dpsips", ZCDP(0.5, MIN_DELTA)),
+                         ("weighted_laplace", EpsDelta(1, MIN_DELTA))]:
+        mech = get(algo)
+        for r in mech.plan(budget, 100, mech.check_params({})):
+            limit = top if r.noise == "gaussian" else lap
+            assert r.threshold < r.scale * limit, (algo, r.threshold / r.scale)

@@ -91,6 +91,7 @@ BAD = [
     (["select", "in.parquet", *BUDGET, "--item-col", "nope", "-o", "x.parquet"], "item_col 'nope' is not a column"),
     (["select", "in.parquet", "--epsilon", "-1", "--delta", "1e-6", "-o", "x.parquet"], "epsilon must be"),
     (["select", "in.parquet", "--epsilon", "1", "--delta", "2", "-o", "x.parquet"], "delta must be in (0, 1)"),
+    (["select", "in.parquet", "--epsilon", "1", "--delta", "1e-12", "-o", "x.parquet"], "below the floor MIN_DELTA"),
     (["select", "in.parquet", *BUDGET, "--algo", "nope", "-o", "x.parquet"], "unknown algo 'nope'"),
     (["select", "in.parquet", *BUDGET, "--param", "bogus=1", "-o", "x.parquet"], "does not take bogus"),
     (["select", "in.parquet", "--rho", "1", "--delta", "1e-6", "--algo", "weighted_laplace", "-o", "x.parquet"],
@@ -105,6 +106,7 @@ BAD = [
     (["demo", "--algos", "nope"], "unknown algo"),
     (["demo", "--epsilon", "-1"], "epsilon must be a finite number > 0"),       # once, not "skipped" per mechanism
     (["demo", "--delta", "2"], "delta must be in (0, 1)"),
+    (["demo", "--delta", "2e-10"], "below the floor MIN_DELTA"),
     (["demo", "--max-contributions", "0"], "max_contributions must be an integer >= 1"),
     (["demo", "--algos", "gw"], "no mechanism could run"),
 ]

@@ -12,7 +12,7 @@ from scipy.stats import gumbel_r, kstest, laplace, norm
 import duckdp
 from duckdp import noise_stage
 from duckdp.errors import InvalidParameter
-from duckdp.prf import PRFKey, _aes, noise
+from duckdp.prf import KINDS, PRFKey, _aes, noise, standard, uniform_from_words
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
@@ -63,6 +63,55 @@ def test_seeds():
             Randomness(bad)
     r = Randomness(1)
     assert len({r.salt() for _ in range(100)}) == 100 and all(0 <= r.salt() < 2**63 for _ in range(10))
+
+
+# -- the uniform grid (issue #18 §2) ---------------------------------------------------------------
+# Sorted words at and around every edge of the 52-bit grid and of the old 53-bit one.
+_EXTREME_WORDS = [0, 1, 2**11 - 1, 2**11, 2**12 - 1, 2**12, 2**52, 2**63 - 2**12, 2**63 - 1, 2**63,
+                  2**64 - 2**12 - 1, 2**64 - 2**12, 2**64 - 2**11 - 1, 2**64 - 2**11, 2**64 - 2, 2**64 - 1]
+
+
+def test_uniform_of_extreme_words_is_strictly_inside_symmetric_and_monotone():
+    """u ∈ [2⁻⁵³, 1 − 2⁻⁵³] (the old grid gave u = 1.0, hence +∞ noise, for v ≥ 2⁶⁴ − 2¹¹), u(¬v) = 1 − u(v)."""
+    v = np.array(_EXTREME_WORDS, dtype=np.uint64)
+    u = uniform_from_words(v)
+    assert np.all((u > 0) & (u < 1))
+    assert u[0] == 2.0**-53 and u[-1] == 1 - 2.0**-53 and u[2] == u[0] and u[-3] == u[-1]
+    assert np.array_equal(u + uniform_from_words(~v), np.ones(v.size))        # exactly, not approximately
+    assert np.all(np.diff(u) >= 0)
+    for kind in KINDS:
+        z = standard(kind, u)
+        assert np.all(np.isfinite(z)) and np.all(np.diff(z) >= 0), kind
+    z = standard("gaussian", u)
+    assert z[-1] == -z[0] == pytest.approx(8.2095, abs=1e-4)                  # the grid's largest |noise|/σ
+    for kind in ("gaussian", "laplace"):                                       # symmetric tails, to the bit
+        assert np.array_equal(standard(kind, uniform_from_words(~v)), -standard(kind, u)), kind
+
+
+def test_uniform_grid_is_symmetric_on_random_words():
+    v = np.random.default_rng(18).integers(0, 2**64, 1_000_000, dtype=np.uint64, endpoint=False)
+    u, u_neg = uniform_from_words(v), uniform_from_words(~v)
+    assert np.array_equal(u + u_neg, np.ones(v.size)) and np.all((u > 0) & (u < 1))
+    assert np.array_equal(u * 2**53 % 2, np.ones(v.size))                     # odd multiples of 2⁻⁵³
+    for kind in ("gaussian", "laplace"):
+        assert np.array_equal(standard(kind, u_neg), -standard(kind, u)), kind
+
+
+def test_the_largest_noise_word_gives_finite_noise_and_no_release(con, monkeypatch):
+    """Every PRF word 2⁶⁴ − 1: the noise is the grid's largest finite draw (the old +∞ released every
+    key, novel ones included). With Δ0 = 10¹⁵ the threshold, σ·Φ⁻¹(1 − δ/(2·10¹⁵)) ≈ 9.3σ, is beyond
+    the grid's 8.21σ, so a key of one user is never released, whatever its noise word."""
+    top = lambda self, hi, lo: np.full(np.asarray(hi).size, 2**64 - 1, dtype=np.uint64)   # noqa: E731
+    monkeypatch.setattr(PRFKey, "words", top)
+    key = PRFKey.from_seed(1)
+    for kind in KINDS:
+        assert np.all(np.isfinite(noise(kind, key, 0, np.zeros(3), np.arange(3)))), kind
+    con.execute("CREATE TABLE t AS SELECT i AS user_id, 'k' || i AS item FROM range(20) r(i)")
+    _, z = _noised(con, "t", "item")
+    assert np.all(z == standard("gaussian", np.array([1 - 2.0**-53])))
+    for algo in ("weighted_gaussian", "dpsips", "weighted_laplace"):
+        r = duckdp.select(con, "t", algo=algo, epsilon=1.0, delta=1e-5, max_contributions=10**15, seed=1)
+        assert r.to_arrow().num_rows == 0, algo
 
 
 # -- counters and collisions -----------------------------------------------------------------------

@@ -164,8 +164,8 @@ def test_exact_charges_never_decimal(t):
     assert "Difference: ρ=" in str(err.value)
     s.select("t", algo="weighted_gaussian", rho=0.0999999999999999, delta=1e-6, **RUN)
     assert len(s.ledger) == 10
-    with pytest.raises(BudgetExceeded, match="Requested : ρ=1e-09, δ=1e-12"):
-        s.select("t", algo="weighted_gaussian", rho=1e-9, delta=1e-12, **RUN)
+    with pytest.raises(BudgetExceeded, match="Requested : ρ=1e-09, δ=1e-09"):
+        s.select("t", algo="weighted_gaussian", rho=1e-9, delta=1e-9, **RUN)
 
 
 def test_persisted_events_reload(db_file):

@@ -1,4 +1,4 @@
-"""Privacy budgets: (ε, δ)-DP and δ-approximate ρ-zCDP, validated on construction."""
+"""Privacy budgets: (ε, δ)-DP and δ-approximate ρ-zCDP, validated on construction; the δ floor."""
 from __future__ import annotations
 
 import math
@@ -6,6 +6,34 @@ from dataclasses import dataclass
 
 from ..errors import InvalidParameter
 from ..validation import real
+
+# The smallest total δ a release, a Session or `explain` accepts (checked in `make_budget`).
+MIN_DELTA = 2.0**-32            # = 2²⁰ cells of the sampler's 2⁵²-cell grid ≈ 2.33e-10
+"""Why δ has a floor tied to the sampler's resolution.
+
+Noise is drawn by inversion from u = (2m + 1)·2⁻⁵³ with m uniform on 2⁵² cells (duckdp/prf.py).
+Couple it with the ideal mechanism's exact noise Z = g(U), U uniform on (0, 1), by m = ⌊2⁵²U⌋.
+A key's float decision (w + s·g(u) ≥ T, or any monotone rule of its noisy weight) differs from
+the ideal one only if U falls near the decision point: within half a cell (mass 2⁻⁵³), plus the
+float rounding of g and of w + s·z there, ≤ f(z)·(|T|/s + |z|) + 1 more half-cells (f the noise
+density: ≤ 0.4 Gaussian, ½e^(−|z|) Laplace): under 30 while |T| ≤ 50 noise scales (every plan at
+δ = MIN_DELTA, ε ∈ {0.1, 1, 10}, Δ0 ∈ {1, 100, 10⁶} is within 36). So per draw TV ≤ τ = 2⁻⁴⁸.
+
+A key whose weight is equal on neighbours D, D' has the same independent decision law on both, so
+it factors out of the privacy loss (round by round, given the released history); only the N draws
+on keys whose weight can change count. Swapping those for ideal draws costs TV ≤ N·τ on each side,
+so an ideally (ε, δ)-DP mechanism is (ε, δ + (1 + e^ε)·N·2⁻⁴⁸)-DP in floats. δ ≥ MIN_DELTA keeps
+that extra term ≤ (1 + e^ε)·N·2⁻¹⁶·δ: ≤ 1.7 % of δ at ε = 1 and N = 300; no δ near the per-draw
+error 2⁻⁵² could be claimed at all. The reported δ does not include the term.
+
+N ≤ R·Δ0 (the new user's ≤ Δ0 kept keys in each of R rounds) for basic, the weighted mechanisms,
+truncated geometric, DP-SIPS and adaptive SIPS. For MAD, the policy mechanisms and count release,
+one user can change weights or counts of keys others hold, so N is bounded only by the keys
+present (and count release compares counts + β·g whose rounding grows with the counts): there the
+floor is a conservative guard, not a proof. δ-parts below the floor (a round's δ_j, count
+release's δ*) are allowed: they only raise thresholds, and a threshold beyond the grid's largest
+draw (8.21σ; Laplace 36.04λ; Gumbel 36.74β) makes a novel key's release rarer than δ_j, not likelier.
+"""
 
 
 def _check_positive(name: str, value) -> float:
@@ -89,11 +117,16 @@ def split_exact(budget: Budget, shares: list[float]) -> list:
 
 
 def make_budget(epsilon=None, delta=None, rho=None) -> Budget:
-    """Build a budget from exactly one of `epsilon` / `rho`, plus `delta`."""
+    """Build a budget from exactly one of `epsilon` / `rho`, plus `delta` ≥ MIN_DELTA (every entry point's
+    check, before any data is read)."""
     if (epsilon is None) == (rho is None):
         raise InvalidParameter("give exactly one of epsilon= (for (ε, δ)-DP) or rho= (for zCDP)")
     if delta is None:
         raise InvalidParameter("delta is required: partition selection cannot be pure DP")
+    if 0 < real("delta", delta) < MIN_DELTA:
+        raise InvalidParameter(f"delta={delta!r} is below the floor MIN_DELTA = 2⁻³² ≈ {MIN_DELTA:.3g}: the "
+                               "noise sampler's 2⁻⁵²-resolution grid cannot support a smaller δ "
+                               "(duckdp/privacy/budget.py, MIN_DELTA)")
     if epsilon is not None:
         return EpsDelta(epsilon, delta)
     return ZCDP(rho, delta)
