@@ -14,6 +14,12 @@ Peers (PipelineDP, OpenDP, PyDP) are reported as skipped when not importable; no
     python benchmarks/bench_speed.py                                   # 1M, 10M, 50M rows, 3 repeats
     python benchmarks/bench_speed.py --rows 200000 --repeat 1 --algos weighted_gaussian dpsips
     python benchmarks/bench_speed.py --rows 10000000 --threads 1 2 4 8 16 --algos weighted_gaussian mad dpsips mad2r
+    python benchmarks/bench_speed.py --rows 10000000 --repeat 3 --threads 2 --key-type bigint varchar composite
+
+--key-type times the same table with its key as BIGINT (the zeta draw), VARCHAR ('item_' || n) or a
+composite (VARCHAR 'item_' || n // 8, INTEGER n % 8) key; the floor groups by the same columns.
+Releases are unseeded by default (the production path: for non-integer keys the noise counters are
+stream positions, duckdp/noise_stage.py); --release-seed times the seeded path instead.
 
 With several --threads the table is built once per size and everything is timed at each thread
 count (DuckDB's `threads` setting, which duckdp's numpy noise pool follows too); a final table
@@ -52,25 +58,31 @@ def target(name: str, threads: int) -> float | None:
     return TARGETS[16 if threads >= 16 else 2].get(name)
 PEERS = {"PipelineDP": "pipeline_dp", "OpenDP": "opendp", "PyDP": "pydp"}
 
-FLOOR_SQL = f"""
+FLOOR_SQL = """
 WITH pairs AS (      -- distinct (user, item) pairs
-  SELECT DISTINCT user_id, item FROM synth
+  SELECT DISTINCT user_id, {keys} FROM synth
 ), sizes AS (        -- each user's distinct-item count
   SELECT user_id, count(*) AS size FROM pairs GROUP BY user_id
 ), sized AS (
   SELECT pairs.*, size FROM pairs JOIN sizes USING (user_id)
 ), bounded AS (      -- at most Δ0 items per user (keyed-hash order), weight 1/√(kept size)
-  SELECT item, pow(size, -0.5) AS w FROM sized WHERE size <= {DELTA0}
+  SELECT {keys}, pow(size, -0.5) AS w FROM sized WHERE size <= {delta0}
   UNION ALL
-  SELECT item, pow({DELTA0}, -0.5) FROM sized WHERE size > {DELTA0}
-  QUALIFY row_number() OVER (PARTITION BY user_id ORDER BY hash(xor(hash(user_id, item), $salt))) <= {DELTA0}
+  SELECT {keys}, pow({delta0}, -0.5) FROM sized WHERE size > {delta0}
+  QUALIFY row_number() OVER (PARTITION BY user_id ORDER BY hash(xor(hash(user_id, {keys}), $salt))) <= {delta0}
 ), weighted AS (     -- per-item weight sums
-  SELECT item, sum(w) AS w FROM bounded GROUP BY item
+  SELECT {keys}, sum(w) AS w FROM bounded GROUP BY {keys}
 )
-SELECT item FROM weighted WHERE w >= $threshold   -- same output as a release: the keys
+SELECT {keys} FROM weighted WHERE w >= $threshold   -- same output as a release: the keys
 """
+KEY_TYPES = {   # key columns, and the table `synth` rebuilt from the BIGINT draw with that key type
+    "bigint": (["item"], None),
+    "varchar": (["item"], "SELECT user_id, 'item_' || item AS item FROM synth"),
+    "composite": (["item", "part"], "SELECT user_id, 'item_' || (item // 8) AS item, (item % 8)::INTEGER AS part "
+                                    "FROM synth"),
+}
 FLOOR_THRESHOLD = 11.726070   # weighted_gaussian's T at ρ = 0.1, δ = 1e-5, Δ0 = 100 (DP-SIPS Alg. 2)
-GROUP_BY_SQL = "SELECT count(*), sum(n) FROM (SELECT item, count(*) AS n FROM synth GROUP BY item)"
+GROUP_BY_SQL = "SELECT count(*), sum(n) FROM (SELECT {keys}, count(*) AS n FROM synth GROUP BY {keys})"
 FLOOR, GROUP_BY = "raw-SQL floor", "GROUP BY count (context)"
 
 
@@ -130,36 +142,47 @@ def budget_for(info: dict) -> dict:
     return {"rho": 0.1, "delta": 1e-5} if "rho/delta" in info["budgets"] else {"epsilon": 1.0, "delta": 1e-5}
 
 
-def run_size(rows: int, algos: list[dict], repeat: int, seed: int, threads: list[int | None]) -> list[dict]:
-    """Build one synthetic table of `rows` rows and time everything on it at each thread count."""
+def run_size(rows: int, algos: list[dict], repeat: int, seed: int, threads: list[int | None], key_types: list[str],
+             release_seed: int | None) -> list[dict]:
+    """Build one synthetic table of `rows` rows and time everything on it at each key type and thread count."""
     con = duckdb.connect()
     t0 = time.perf_counter()
     create_synthetic(con, "synth", rows, seed=seed)
     users, items = con.sql("SELECT count(DISTINCT user_id), count(DISTINCT item) FROM synth").fetchall()[0]
     print(f"\n## {rows:,} rows: {users:,} users, {items:,} items (built in {time.perf_counter() - t0:.1f} s)\n")
+    con.execute("ALTER TABLE synth RENAME TO synth_bigint")
     out = []
-    for t in threads:
-        if t:
-            con.execute(f"SET threads = {int(t)}")
-        (now,), = con.sql("SELECT current_setting('threads')").fetchall()
-        print(f"\n### {rows:,} rows, {now} threads\n")
-        out += [r | {"threads": int(now)} for r in time_all(con, rows, algos, repeat, seed, int(now))]
+    for key_type in key_types:
+        keys, rebuild = KEY_TYPES[key_type]
+        con.execute("CREATE OR REPLACE TABLE synth AS " + (rebuild or "SELECT * FROM synth").replace(
+            "FROM synth", "FROM synth_bigint"))
+        for t in threads:
+            if t:
+                con.execute(f"SET threads = {int(t)}")
+            (now,), = con.sql("SELECT current_setting('threads')").fetchall()
+            print(f"\n### {rows:,} rows, {key_type} keys, {now} threads\n")
+            out += [r | {"threads": int(now), "key_type": key_type}
+                    for r in time_all(con, rows, algos, repeat, release_seed, int(now), keys)]
     con.close()
     return out
 
 
-def time_all(con, rows: int, algos: list[dict], repeat: int, seed: int, threads: int) -> list[dict]:
-    """Time the floor, the GROUP BY and every mechanism on table `synth`; print the table."""
+def time_all(con, rows: int, algos: list[dict], repeat: int, seed: int | None, threads: int,
+             keys: list[str]) -> list[dict]:
+    """Time the floor, the GROUP BY and every mechanism on table `synth` keyed by `keys`; print the table."""
+    cols = ", ".join(keys)
+    floor_sql, group_sql = FLOOR_SQL.format(keys=cols, delta0=DELTA0), GROUP_BY_SQL.format(keys=cols)
     floor_params = {"salt": 0x1234_5678_9ABC_DEF0, "threshold": FLOOR_THRESHOLD}   # 63-bit, like a run salt
-    con.sql(FLOOR_SQL, params=floor_params).to_arrow_table()   # warm-up: first touch of the table
+    con.sql(floor_sql, params=floor_params).to_arrow_table()   # warm-up: first touch of the table
     out = [{"rows": rows, "name": FLOOR,
-            **measure(lambda: con.sql(FLOOR_SQL, params=floor_params).to_arrow_table(), repeat)},
-           {"rows": rows, "name": GROUP_BY, **measure(lambda: con.sql(GROUP_BY_SQL).fetchall(), repeat)}]
+            **measure(lambda: con.sql(floor_sql, params=floor_params).to_arrow_table(), repeat)},
+           {"rows": rows, "name": GROUP_BY, **measure(lambda: con.sql(group_sql).fetchall(), repeat)}]
+    item_col = keys[0] if len(keys) == 1 else keys
     for info in algos:
         extra = {"allow_unproven": True} if info.get("unproven") else {}
         kw = budget_for(info) | extra
         res = measure(lambda info=info, kw=kw: duckdp.select(con, "synth", algo=info["name"], max_contributions=DELTA0,
-                                                             seed=seed, **kw),
+                                                             item_col=item_col, seed=seed, **kw),
                       repeat)
         out.append({"rows": rows, "name": info["name"], "budget": kw, **res, "released": len(res["result"])})
     floor = out[0]["seconds"]
@@ -207,15 +230,16 @@ def sweep(results: list[dict]) -> None:
     """The ratio table of issue #11: floor seconds and each mechanism's × floor (and seconds) per
     (rows, threads), ✗ where the issue's target for that thread count is missed."""
     names = [n for n in dict.fromkeys(r["name"] for r in results) if n not in (FLOOR, GROUP_BY)]
-    print("\n## × floor by rows and threads\n")
-    print("| rows | threads | floor s | " + " | ".join(names) + " |")
-    print("|---:|---:|---:|" + "---:|" * len(names))
-    for rows, threads in dict.fromkeys((r["rows"], r["threads"]) for r in results):
-        cell = {r["name"]: r["seconds"] for r in results if r["rows"] == rows and r["threads"] == threads}
+    print("\n## × floor by rows, key type and threads\n")
+    print("| rows | key | threads | floor s | " + " | ".join(names) + " |")
+    print("|---:|---|---:|---:|" + "---:|" * len(names))
+    for rows, key_type, threads in dict.fromkeys((r["rows"], r["key_type"], r["threads"]) for r in results):
+        cell = {r["name"]: r["seconds"] for r in results
+                if r["rows"] == rows and r["threads"] == threads and r["key_type"] == key_type}
         floor = cell[FLOOR]
         marks = {n: "" if target(n, threads) is None else (" ✓" if cell[n] / floor <= target(n, threads) else " ✗")
                  for n in names}
-        print(f"| {rows:,} | {threads} | {floor:.3f} | "
+        print(f"| {rows:,} | {key_type} | {threads} | {floor:.3f} | "
               + " | ".join(f"{cell[n] / floor:.2f}×{marks[n]} ({cell[n]:.2f} s)" for n in names) + " |")
 
 
@@ -227,7 +251,11 @@ def main(argv=None) -> None:
     ap.add_argument("--algos", nargs="+", default=None, help="mechanisms to time (default: all of duckdp.algorithms())")
     ap.add_argument("--threads", type=int, nargs="+", default=[None],
                     help="DuckDB thread counts to sweep, e.g. 1 2 4 8 16 (default: DuckDB's)")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic tables and the releases")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic tables")
+    ap.add_argument("--release-seed", type=int, default=None,
+                    help="seed the releases (times the seeded path; default: unseeded, as in production)")
+    ap.add_argument("--key-type", nargs="+", choices=list(KEY_TYPES), default=["bigint"],
+                    help="key column type(s) of the same table: bigint, varchar, composite (default bigint)")
     ap.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent / "speed_scaling.png",
                     help="PNG path of the scaling plot")
     args = ap.parse_args(argv)
@@ -249,9 +277,9 @@ def main(argv=None) -> None:
 
     results = []
     for rows in args.rows:
-        results += run_size(rows, algos, args.repeat, args.seed, args.threads)
+        results += run_size(rows, algos, args.repeat, args.seed, args.threads, args.key_type, args.release_seed)
     sweep(results)
-    if len(args.rows) > 1 and len(args.threads) == 1:
+    if len(args.rows) > 1 and len(args.threads) == 1 and len(args.key_type) == 1:
         print("\n## × floor by size\n")
         print("| query | " + " | ".join(f"{n:,} rows" for n in args.rows) + " |")
         print("|---|" + "---:|" * len(args.rows))
@@ -260,7 +288,7 @@ def main(argv=None) -> None:
             cells = [f"{r['seconds'] / floors[r['rows']]:.2f}" for n in args.rows for r in results
                      if r["name"] == name and r["rows"] == n]
             print(f"| {name} | " + " | ".join(cells) + " |")
-    if len(args.threads) == 1:
+    if len(args.threads) == 1 and len(args.key_type) == 1:
         plot(results, args.plot)
 
 

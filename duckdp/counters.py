@@ -1,6 +1,8 @@
 """Injective PRF counters for keys, computed natively in SQL, and resolution of digest collisions.
 
-Each key gets a 128-bit counter (hi, lo), two 64-bit columns `_dp_chi`, `_dp_clo`:
+Each key gets a 128-bit counter (hi, lo), two 64-bit columns `_dp_chi`, `_dp_clo`. Unseeded releases
+of non-integer keys skip the digest below: their counter is the key's position in the round's
+stream (duckdp/noise_stage.py), injective for the same reason and free. Otherwise:
 - one integer key column (TINYINT … HUGEINT, UTINYINT … UHUGEINT): the integer itself, as a
   128-bit two's complement (hi = upper, lo = lower 64 bits). Injective; no check needed.
 - anything else (composite keys, VARCHAR, BLOB, LIST, STRUCT, UUID, DATE, …): the MD5 digest of

@@ -13,11 +13,18 @@
 key). How: the weights query, with each key's PRF counter (duckdp/counters.py), is streamed from
 DuckDB as Arrow record batches; each batch gets one vectorised noise pass (duckdp/prf.py) on a
 thread pool sized to DuckDB's `threads`, and only the rows `choose` keeps (the released keys) are
-held. Memory stays bounded by the batches in flight plus the output at any input size. Integer
-keys (injective counters) go straight from the query; other keys are materialised once in a TEMP
-table so counter collisions among the keys present can be ranked before the stream (sql/
-noise_scan_ranked.sql). Noise depends on (release key, round, counter, collision rank) only, so
-seeded releases are identical at any thread count and batch order.
+held. Memory stays bounded by the batches in flight plus the output at any input size.
+
+Counters (duckdp/counters.py): integer keys are their own injective counters and go straight from
+the query. Other keys (strings, composite keys, …) take one of two paths:
+- unseeded (every private release): the counter is the key's position in this round's stream,
+  (0, offset of its batch + row in batch), handed out in the order batches arrive. Each key occurs
+  once in a round's weights, so positions are distinct: injective, as the PRF argument needs
+  (counters.py), at no cost in SQL. The position depends on DuckDB's scan order and threads, which
+  changes nothing: for every assignment the noise is i.i.d., and the output is sorted by key.
+- seeded (tests, demos): a digest of the key, materialised once in a TEMP table so collisions among
+  the keys present can be ranked (sql/noise_scan_ranked.sql), so the same seed gives the same
+  release at any thread count and batch order, and on Spark.
 """
 from __future__ import annotations
 
@@ -65,10 +72,13 @@ def scan_noisy(ctx, weights_sql: str, weights_params: dict, kind: str, scale: fl
     """Add `scale` · fresh standard `kind` noise to every weight; the rows `choose` keeps, as a table
     of the `key_output` columns and the columns `choose` adds."""
     hi, lo, may_collide = counter_sql(ctx.source.key_types)
+    positional = may_collide and not ctx.randomness.seeded
+    if positional:        # counters from stream positions (module docstring): nothing computed in SQL
+        hi = lo = "0::UBIGINT"
     nkeys = len(ctx.source.keys)
     round_tag = ctx.randomness.next_round()
     table = None
-    if may_collide:       # digest counters: materialise once, rank collisions, then stream
+    if may_collide and not positional:   # digest counters: materialise once, rank collisions, then stream
         table = ctx.temp_table("noise")
         ctx.execute("noise_weights", {"target": table, "weighted": weights_sql, "keys": ctx.key_aliases,
                                       "counter_hi": hi, "counter_lo": lo}, weights_params)
@@ -80,11 +90,16 @@ def scan_noisy(ctx, weights_sql: str, weights_params: dict, kind: str, scale: fl
     threads = duckdb_threads(ctx)
     key = ctx.randomness.key
 
-    def work(batch: pa.RecordBatch) -> pa.RecordBatch:
+    def work(batch: pa.RecordBatch, offset: int) -> pa.RecordBatch:
         w = _column(batch, nkeys, np.float64)
-        ranks = _column(batch, nkeys + 3, np.int64) if may_collide else None
-        z = noise(kind, key, round_tag, _column(batch, nkeys + 1, np.int64), _column(batch, nkeys + 2, np.int64),
-                  ranks, threads=1)
+        if positional:
+            hi_col = np.zeros(batch.num_rows, np.uint64)
+            lo_col = np.arange(offset, offset + batch.num_rows, dtype=np.uint64)
+            ranks = None
+        else:
+            hi_col, lo_col = _column(batch, nkeys + 1, np.int64), _column(batch, nkeys + 2, np.int64)
+            ranks = _column(batch, nkeys + 3, np.int64) if may_collide else None
+        z = noise(kind, key, round_tag, hi_col, lo_col, ranks, threads=1)
         noisy = np.where(np.isnan(w), 0.0, w) + scale * z
         mask, extra = choose(w, noisy)
         keep = pa.array(mask, pa.bool_())
@@ -100,13 +115,15 @@ def scan_noisy(ctx, weights_sql: str, weights_params: dict, kind: str, scale: fl
         out: list[pa.RecordBatch] = []
         with ThreadPoolExecutor(threads) as pool:       # DuckDB fills the next batch while numpy works
             pending: deque = deque()
+            offset = 0                                  # rows handed out so far: positional counters
             for batch in reader:
-                pending.append(pool.submit(work, batch))
+                pending.append(pool.submit(work, batch, offset))
+                offset += batch.num_rows
                 while len(pending) > 2 * threads:
                     out.append(pending.popleft().result())
             out += [f.result() for f in pending]
         if not out:
-            out.append(work(pa.RecordBatch.from_pylist([], schema=reader.schema)))
+            out.append(work(pa.RecordBatch.from_pylist([], schema=reader.schema), 0))
         return pa.Table.from_batches(out)
     finally:
         if table is not None:

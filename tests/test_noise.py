@@ -116,7 +116,8 @@ def test_the_largest_noise_word_gives_finite_noise_and_no_release(con, monkeypat
 
 # -- counters and collisions -----------------------------------------------------------------------
 def _noised(con, table, item_col, seed=1):
-    """(keys, noise) of one weighted_gaussian-style round where every key has weight 0."""
+    """(keys, noise) of one weighted_gaussian-style round where every key has weight 0 (seed=None: an
+    unseeded release, as in production)."""
     ctx = RunContext(con, resolve(con, table, "user_id", item_col, "n"), Randomness(seed))
     try:
         weights = f"SELECT DISTINCT {ctx.key_select}, 0.0 AS _dp_w FROM {ctx.source.sql}"
@@ -177,9 +178,39 @@ def test_noise_does_not_depend_on_batches(con, monkeypatch, item):
     assert leftovers(con) == []
 
 
+@pytest.fixture
+def fixed_fresh_keys(monkeypatch):
+    """Unseeded releases (the production path) with reproducible keys: PRFKey.fresh hands out a fixed
+    sequence of keys instead of os.urandom ones (the release still reports itself unseeded)."""
+    drawn = iter(range(1, 10**6))
+    monkeypatch.setattr(PRFKey, "fresh", classmethod(lambda cls: cls(next(drawn).to_bytes(16, "big"))))
+
+
+def test_unseeded_string_keys_count_positions(con, monkeypatch, fixed_fresh_keys):
+    """Unseeded, non-integer keys are noised at counters (0, position in the round's stream): exactly
+    0..n−1 over all batches (so distinct: a batch restarting at 0 would repeat noise), no ranks."""
+    con.execute("CREATE TABLE t AS SELECT i AS user_id, 'k' || (i % 97) AS item FROM range(500) r(i)")
+    seen = []
+
+    def recording(kind, key, round_tag, hi, lo, ranks=None, threads=None):
+        seen.append((np.asarray(hi).copy(), np.asarray(lo).copy(), ranks))
+        return noise(kind, key, round_tag, hi, lo, ranks, threads)
+
+    monkeypatch.setattr(noise_stage, "noise", recording)
+    monkeypatch.setattr(noise_stage, "BATCH_ROWS", 7)
+    keys, z = _noised(con, "t", "item", seed=None)
+    hi = np.concatenate([h for h, _, _ in seen])
+    lo = np.concatenate([c for _, c, _ in seen])
+    assert len(seen) >= 14 and all(r is None for _, _, r in seen)
+    assert not hi.any() and sorted(lo.tolist()) == list(range(97))
+    assert keys.num_rows == 97 and len(np.unique(z)) == 97
+    assert leftovers(con) == []
+
+
+@pytest.mark.parametrize("seeded", [True, False], ids=["seeded", "unseeded"])
 @pytest.mark.parametrize("kind", ["BIGINT", "INTEGER", "UBIGINT", "HUGEINT", "UHUGEINT", "VARCHAR", "BLOB",
                                   "DATE", "UUID", "INTEGER[]", "STRUCT(a INTEGER, b VARCHAR)", "composite"])
-def test_every_key_type_gets_distinct_noise(con, kind):
+def test_every_key_type_gets_distinct_noise(con, kind, seeded, fixed_fresh_keys):
     values = {
         "BIGINT": "i - 100", "INTEGER": "(i - 100)::INTEGER", "UBIGINT": "(i + 18446744073709551000)::UBIGINT",
         "HUGEINT": "(i - 100)::HUGEINT * 170141183460469231731687303715884105", "UHUGEINT": "i::UHUGEINT << 100",
@@ -193,7 +224,7 @@ def test_every_key_type_gets_distinct_noise(con, kind):
     else:
         con.execute(f"CREATE TABLE t AS SELECT i AS user_id, ({values[kind]})::{kind} AS item FROM range(200) r(i)")
         cols = "item"
-    keys, z = _noised(con, "t", cols)
+    keys, z = _noised(con, "t", cols, seed=1 if seeded else None)
     assert keys.num_rows == 200 and len(np.unique(z)) == 200
 
 
@@ -243,7 +274,8 @@ def _unmurmur(x: int) -> int:
 
 
 def _event_count(con, table: str, algo: str, seeds) -> int:
-    """Pairs with "A released and B not", over releases at ε = 1, δ = 1e-5, Δ0 = 1."""
+    """Pairs with "A released and B not", over releases at ε = 1, δ = 1e-5, Δ0 = 1 (a seed of None:
+    an unseeded release)."""
     hits = 0
     for seed in seeds:
         out = duckdp.select(con, table, algo=algo, epsilon=1.0, delta=1e-5, max_contributions=1,
@@ -261,9 +293,10 @@ def epsilon_lower_bound(hits1: int, hits0: int, n: int, delta: float, alpha: flo
     return math.log(max(p1_low - delta, 1e-300) / p0_high)
 
 
+@pytest.mark.parametrize("seeds", [(1, 2), (None, None)], ids=["seeded", "unseeded"])
 @pytest.mark.parametrize("algo", ["weighted_gaussian", "mad2r"])
-def test_collision_audit(con, algo, monkeypatch):
-    pairs, seeds = 1000, (1, 2)
+def test_collision_audit(con, algo, seeds, monkeypatch, fixed_fresh_keys):
+    pairs = 1000
     _pairs_table(con, "d0", pairs, victim=False)
     _pairs_table(con, "d1", pairs, victim=True)
     (collide,), = con.sql("SELECT count(*) FROM d0 x JOIN d0 y ON x.k0 + 1 = y.k0 AND x.k0 % 2 = 0 "
