@@ -135,9 +135,11 @@ class TableLedger:
     # -- public -----------------------------------------------------------------------------------
     def rows(self) -> list[Row]:
         """The verified rows, read in one transaction."""
-        return self._snapshot(self._current_anchor)[0]
+        return self._snapshot(self._current_anchor())[0]
 
-    def _snapshot(self, anchor: Callable[[], Anchor | None]) -> tuple[list[Row], Row]:
+    def _snapshot(self, anchor: Anchor | None) -> tuple[list[Row], Row]:
+        """Rows and head verified in one transaction, against an anchor read before it began (the guard
+        advances only after a commit, so a concurrent charge never puts it ahead of the snapshot)."""
         with self._lock:
             self._cur.execute("BEGIN TRANSACTION")
             try:
@@ -150,9 +152,10 @@ class TableLedger:
         then advance the guard."""
         with self._lock:
             for attempt in range(ATTEMPTS):
+                anchor = self._current_anchor()         # before the transaction, as in _snapshot
                 self._cur.execute("BEGIN TRANSACTION")
                 try:
-                    rows, head = self._load(self._current_anchor)
+                    rows, head = self._load(anchor)
                     row = make_row(rows)
                     row["seq"] = len(rows)
                     row |= {"chain": chain_of(self._key, head["chain"], row), "released": None, "error": None}
@@ -247,7 +250,7 @@ class TableLedger:
             where = f"its guard {self._guard.path} holds no key" if self._guard else "no guard holds its key"
             raise LedgerError(f"{self._where} is keyed but {where}: pass the owner's key= to open it")
         self._guard_key = self._key if key is None or (anchor is not None and anchor.key is not None) else None
-        rows, head = self._snapshot(lambda: anchor)
+        rows, head = self._snapshot(anchor)
         if self._guard is not None and (guard is None or guard.ledger_id != head["ledger_id"]
                                         or guard.count < len(rows) or guard.key != self._guard_key):
             self._store(head["ledger_id"], len(rows), head["chain"])
@@ -262,7 +265,7 @@ class TableLedger:
                 if has_table and has_head:
                     heads = self._cur.sql(f"SELECT * FROM {self._head}").to_arrow_table().to_pylist()
                     if len(heads) != 1 or list(heads[0]) != [c for c, _ in HEAD_COLUMNS]:
-                        return self._load(lambda: None)[1]          # raises what is wrong with the head
+                        return self._load(None)[1]          # raises what is wrong with the head
                     return heads[0]
                 if has_table or has_head:
                     missing = self._head if has_table else self._table
@@ -328,8 +331,8 @@ class TableLedger:
     def _mac(self, ledger_id: str, count: int, chain: str) -> str | None:
         return _digest(self._key, ["head", ledger_id, count, chain]) if self._key else None
 
-    def _load(self, anchor: Callable[[], Anchor | None]) -> tuple[list[Row], Row]:
-        """Rows and head, read in the open transaction and verified, also against `anchor()` (module docstring)."""
+    def _load(self, anchored: Anchor | None) -> tuple[list[Row], Row]:
+        """Rows and head, read in the open transaction and verified, also against `anchored` (module docstring)."""
         try:
             self._columns(self._table, COLUMNS)
             self._columns(self._head, HEAD_COLUMNS)
@@ -361,7 +364,6 @@ class TableLedger:
         if head["count"] != len(rows) or head["chain"] != previous:
             raise LedgerError(f"{self._where}: the head records {head['count']} charges but the table has "
                               f"{len(rows)} matching rows: rows were deleted or added; refusing to use it")
-        anchored = anchor()
         if anchored is not None:
             at = anchored.count
             if (anchored.ledger_id != head["ledger_id"] or at > len(rows)
