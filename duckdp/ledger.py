@@ -122,12 +122,12 @@ class TableLedger:
         with self._lock:
             self._database, schema, table = self._locate(parts)
         self._label = f"{schema}.{table}"
-        if anchor is False or (anchor is None and self._database is None):
-            self._guard: GuardFile | None = None
-        elif anchor is None:
-            self._guard = GuardFile(default_path(str(self._database), schema, table), default=True)
-        else:
-            self._guard = GuardFile(os.fspath(anchor), default=False)  # type: ignore[arg-type]
+        self._guard: GuardFile | None = None
+        if isinstance(anchor, (str, os.PathLike)):
+            self._guard = GuardFile(anchor, default=False)
+        elif anchor is None and self._database is not None:
+            self._guard = GuardFile(default_path(self._database, schema, table), default=True)
+        self._guard_at = str(self._guard.path) if self._guard else ""
         self._guard_key: bytes | None = None      # the key the guard file holds (None: the owner keeps it)
         with self._guard.locked() if self._guard else contextlib.nullcontext():
             self._open(key, adopt)
@@ -243,7 +243,7 @@ class TableLedger:
             anchor = found[-1][1] if found else None
         if anchor is not None and anchor.key is not None:
             if key is not None and not hmac.compare_digest(key, anchor.key):
-                raise LedgerError(f"{self._where}: key= is not the key its guard {self._guard.path} "  # type: ignore[union-attr]
+                raise LedgerError(f"{self._where}: key= is not the key its guard {self._guard_at} "
                                   "holds (wrong key); open it without key=")
             self._key = anchor.key
         if head["mac"] is not None and self._key is None:
@@ -253,6 +253,8 @@ class TableLedger:
         rows, head = self._snapshot(anchor)
         if self._guard is not None and (guard is None or guard.ledger_id != head["ledger_id"]
                                         or guard.count < len(rows) or guard.key != self._guard_key):
+            if guard is not None and guard.ledger_id != head["ledger_id"]:
+                self._guard.set_aside(guard)
             self._store(head["ledger_id"], len(rows), head["chain"])
 
     def _create(self, guard: Anchor | None, key: bytes | None, adopt: bool) -> Row | None:
@@ -273,7 +275,7 @@ class TableLedger:
                                       "(deleted, not a duckdp ledger, or written before ledgers had a head); "
                                       "refusing to use it")
                 if guard is not None and guard.count > 0 and not adopt:
-                    raise LedgerError(f"{self._where} does not exist but its guard {self._guard.path} records "  # type: ignore[union-attr]
+                    raise LedgerError(f"{self._where} does not exist but its guard {self._guard_at} records "
                                       f"{guard.count} charge(s) on it: the ledger was deleted (or the database "
                                       "replaced); refusing to start over. Pass adopt=True to start a new ledger "
                                       "at this place on purpose")
@@ -297,6 +299,8 @@ class TableLedger:
             finally:
                 self._rollback()
             if self._guard is not None:
+                if guard is not None and guard.count > 0:
+                    self._guard.set_aside(guard)
                 self._guard_key = new_key if key is None else None
                 self._store(ledger_id, 0, ledger_id)
             return None
@@ -368,7 +372,7 @@ class TableLedger:
             at = anchored.count
             if (anchored.ledger_id != head["ledger_id"] or at > len(rows)
                     or anchored.chain != (rows[at - 1]["chain"] if at else head["ledger_id"])):
-                raise LedgerError(f"{self._where} does not extend its guard {self._guard.path if self._guard else ''} "
+                raise LedgerError(f"{self._where} does not extend its guard {self._guard_at} "
                                   f"({at} charges): rows were deleted or edited, the head was reset, or the ledger "
                                   "was replaced; refusing to use it")
         self._check(rows)

@@ -88,8 +88,11 @@ class GuardFile:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """An exclusive lock (across threads and processes) on the guard, held while it is read and replaced."""
-        self._make_dir()
-        fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self._make_dir()
+            fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise LedgerError(f"cannot open the ledger guard's lock {self.path}.lock: {exc}") from None
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -98,22 +101,37 @@ class GuardFile:
             os.close(fd)              # releases the lock
 
     def write(self, anchor: Anchor, *, database: str | None, table: str) -> None:
-        """Replace the guard with `anchor` (call under `locked()`): temporary file 0600, then os.replace."""
-        self._make_dir()
+        """Replace the guard with `anchor` (call under `locked()`, which made its directory): a temporary
+        file 0600, flushed to disk, then renamed over the guard."""
         data = {"format": FORMAT, "database": database, "table": table, "ledger_id": anchor.ledger_id,
                 "count": anchor.count, "chain": anchor.chain, "key": None if anchor.key is None else anchor.key.hex()}
         tmp = self.path.with_name(f"{self.path.name}.{secrets.token_hex(6)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise LedgerError(f"cannot write the ledger guard {self.path}: {exc}") from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(data, f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise LedgerError(f"cannot write the ledger guard {self.path}: {exc}") from None
             raise
+
+    def set_aside(self, anchor: Anchor) -> Path:
+        """Keep the guard of a ledger that is no longer at this place (its database was moved or replaced)
+        under a name of its own, `<guard>.<ledger id>.json`, where `others_of` still finds it."""
+        kept = self.path.with_name(f"{self.path.stem}.{anchor.ledger_id}.json")
+        try:
+            os.replace(self.path, kept)
+        except OSError as exc:
+            raise LedgerError(f"cannot set the ledger guard {self.path} aside: {exc}") from None
+        return kept
 
     def others_of(self, ledger_id: str) -> list[tuple[Path, Anchor]]:
         """Other guards in this guard's directory that record `ledger_id` (the database was moved or copied)."""

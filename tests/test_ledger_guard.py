@@ -278,6 +278,12 @@ def test_moved_database_names_its_old_guard_and_adopt_moves_it(db, tmp_path):
     os.replace(db, moved)
     with pytest.raises(LedgerError, match="a guard of this ledger is at"):
         reopen(moved)
+    with duckdb.connect(db) as con:                      # a new database at the old path, with a new ledger "L"
+        users, items = random_sets(50, 10, 3, 2)
+        make_table(con, "t", users, items)
+    with pytest.raises(LedgerError, match="records 2 charge"):
+        reopen(db)
+    assert reopen(db, adopt=True) == 0                   # the old ledger's guard is set aside, not lost
     assert reopen(moved, adopt=True) == pytest.approx(0.3)   # verified against the old guard's key and anchor
     assert reopen(moved) == pytest.approx(0.3)
     tamper(moved, "DELETE FROM L", f"UPDATE {HEAD} SET count = 0, chain = ledger_id")
