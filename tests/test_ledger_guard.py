@@ -3,6 +3,7 @@ on the next open that it was emptied, edited, reset or dropped; guard files live
 XDG_CONFIG_HOME with safe permissions; `anchor=False` opts out; creation is race-free."""
 import json
 import os
+import shutil
 import stat
 import threading
 
@@ -170,6 +171,15 @@ def test_both_dropped_tables_are_refused_not_a_fresh_ledger(db):
     with duckdb.connect(db) as con:                     # data untouched: nothing was created
         assert con.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name LIKE 'L%'").fetchall() == [(0,)]
     assert reopen(db, adopt=True) == 0                  # starting over is possible, on purpose only
+
+
+def test_an_older_copy_of_the_database_is_refused(db, tmp_path):
+    charge(db, 0.1)
+    shutil.copy(db, tmp_path / "backup.duckdb")
+    charge(db, 0.2)
+    shutil.copy(tmp_path / "backup.duckdb", db)           # the budget spent since the copy is forgotten
+    with pytest.raises(LedgerError, match="does not extend its guard"):
+        reopen(db)
 
 
 def test_eps_0_9_after_0_957_spent_and_a_reset_is_refused(db):
