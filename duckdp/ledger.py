@@ -223,32 +223,15 @@ class TableLedger:
             self._probe_writable()
         if head is None:                       # created, and its guard written
             return
-        anchor = None
-        if self._guard is None:
-            pass
-        elif guard is not None and guard.ledger_id == head["ledger_id"]:
-            anchor = guard
-        elif not adopt:
-            others = "".join(f"; a guard of this ledger is at {p} (the database was moved or copied?)"
-                             for p, _ in self._guard.others_of(head["ledger_id"]))
-            what = (f"its guard {self._guard.path} is missing" if guard is None else
-                    f"its guard {self._guard.path} records another ledger ({guard.count} charges): "
-                    "the ledger was replaced")
-            raise LedgerError(f"{self._where} in {self._database or 'memory'} has {head['count']} charge(s) but "
-                              f"{what}{others}. Refusing to use it: an unguarded ledger may have been reset. "
-                              "Restore the guard file, or pass adopt=True to trust the database's ledger as it "
-                              "is and write a new guard (anchor=False opts out of guards)")
-        else:
-            found = sorted(self._guard.others_of(head["ledger_id"]), key=lambda pa: pa[1].count)
-            anchor = found[-1][1] if found else None
+        anchor = self._anchor_of(head, guard, adopt) if self._guard else None
         if anchor is not None and anchor.key is not None:
             if key is not None and not hmac.compare_digest(key, anchor.key):
                 raise LedgerError(f"{self._where}: key= is not the key its guard {self._guard_at} "
                                   "holds (wrong key); open it without key=")
             self._key = anchor.key
         if head["mac"] is not None and self._key is None:
-            where = f"its guard {self._guard.path} holds no key" if self._guard else "no guard holds its key"
-            raise LedgerError(f"{self._where} is keyed but {where}: pass the owner's key= to open it")
+            raise LedgerError(f"{self._where} is keyed but no key is available: pass the owner's key=, or restore "
+                              f"the guard file that held its key{f' ({self._guard_at})' if self._guard else ''}")
         self._guard_key = self._key if key is None or (anchor is not None and anchor.key is not None) else None
         rows, head = self._snapshot(anchor)
         if self._guard is not None and (guard is None or guard.ledger_id != head["ledger_id"]
@@ -256,6 +239,26 @@ class TableLedger:
             if guard is not None and guard.ledger_id != head["ledger_id"]:
                 self._guard.set_aside(guard)
             self._store(head["ledger_id"], len(rows), head["chain"])
+
+    def _anchor_of(self, head: Row, guard: Anchor | None, adopt: bool) -> Anchor | None:
+        """The anchor an existing ledger must extend: its guard's; without one (or with one recording another
+        ledger) a LedgerError, or with `adopt` the guard of this ledger found elsewhere (a moved database)."""
+        assert self._guard is not None
+        if guard is not None and guard.ledger_id == head["ledger_id"]:
+            return guard
+        if not adopt:
+            others = "".join(f"; a guard of this ledger is at {p} (the database was moved or copied?)"
+                             for p, _ in self._guard.others_of(head["ledger_id"]))
+            what = (f"its guard {self._guard_at} is missing" if guard is None else
+                    f"its guard {self._guard_at} records another ledger ({guard.count} charges): "
+                    "the ledger was replaced")
+            database = self._database or "an in-memory database"
+            raise LedgerError(f"{self._where} in {database} has {head['count']} charge(s) but {what}{others}. "
+                              "Refusing to use it: an unguarded ledger may have been reset. Restore the guard "
+                              "file, or pass adopt=True to trust the database's ledger as it is and write a new "
+                              "guard (anchor=False opts out of guards)")
+        found = sorted(self._guard.others_of(head["ledger_id"]), key=lambda pa: pa[1].count)
+        return found[-1][1] if found else None
 
     def _create(self, guard: Anchor | None, key: bytes | None, adopt: bool) -> Row | None:
         """The raw head row of the existing ledger, or None after creating it; existence is read in one
