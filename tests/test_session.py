@@ -227,7 +227,10 @@ def test_zcdp_session_refuses_eps_releases(t):
                                     {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "key": "secret"},
                                     {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "key": b"short"},
                                     {"epsilon": 1, "delta": 1e-5, "anchor": "a.json"},
-                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "anchor": 3}])
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "anchor": 3},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "anchor": True},
+                                    {"epsilon": 1, "delta": 1e-5, "ledger_table": "L", "adopt": "yes"},
+                                    {"epsilon": 1, "delta": 1e-5, "adopt": True}])
 def test_bad_session_parameters(con, kwargs):
     with pytest.raises(InvalidParameter):
         Session(con, **kwargs)
