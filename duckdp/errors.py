@@ -19,3 +19,7 @@ class DataError(DuckDPError, ValueError):
 
 class BudgetExceeded(DuckDPError):
     """A release would spend more privacy budget than remains."""
+
+
+class LedgerError(DataError):
+    """A persisted ledger is inconsistent, tampered with, or belongs to a different budget."""

@@ -7,9 +7,15 @@ plus a one-row head table `T__duckdp_head` (ledger id, row count, last chain val
   id; H is SHA-256, or HMAC-SHA256 under the owner's `key`. The head's count and chain must
   match the rows, so deleting rows from the end or the whole table is detected; with a key the
   head also carries an HMAC, so it cannot be rewritten to match a truncated table either.
-- Anchor (optional file): the last head written, {ledger id, count, chain}. The table must
-  extend it (same id, at least that many rows, the same chain value at that row), which detects
-  truncation or deletion of both tables by someone who cannot write the file.
+- Guard (ledger_guard.py): a file outside the database with the ledger's key (random unless the
+  owner passes `key=`) and its anchor, the last head written {ledger id, count, chain}. By default
+  every ledger in a database file has one (in the user's config directory). The table must extend
+  the anchor (same id, at least that many rows, the same chain value at that row), which detects
+  edits, truncation, a reset head and dropped tables by someone who cannot write the guard. A
+  ledger found without its guard is refused unless the caller adopts it (`adopt=True`).
+- Opening: whether the tables exist is read in one transaction (one snapshot); creating them
+  conflicts with a concurrent creation, which is retried as an open. With a guard, opening and
+  creating run under the guard's lock, so the guard is written before another session reads it.
 - Atomicity: an append is one transaction on the ledger's own cursor that reads and verifies the
   rows, decides the charge, inserts the row and updates the head row only if the head is still
   the one read. DuckDB's optimistic concurrency makes a concurrent update of the head a
@@ -18,6 +24,7 @@ plus a one-row head table `T__duckdp_head` (ledger id, row count, last chain val
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -30,13 +37,9 @@ from collections.abc import Callable
 
 import duckdb
 
-from .errors import DataError, InvalidParameter
+from .errors import InvalidParameter, LedgerError
+from .ledger_guard import Anchor, GuardFile, default_path
 from .templates import quote_ident
-
-
-class LedgerError(DataError):
-    """A persisted ledger is inconsistent, tampered with, or belongs to a different budget."""
-
 
 # name, DuckDB type; `chain` covers every column before it, `released`/`error` are the outcome
 COLUMNS = (("seq", "BIGINT"), ("time", "TIMESTAMP"), ("algo", "VARCHAR"), ("request", "VARCHAR"),
@@ -99,47 +102,60 @@ def table_parts(name) -> list[str]:
 
 
 class TableLedger:
-    """A ledger in a DuckDB table with a head table and an optional anchor file (module docstring).
+    """A ledger in a DuckDB table with a head table, guarded by a file outside the database (module docstring).
 
-    `check(rows)` is the caller's accounting verification, run on every verified read.
+    `check(rows)` is the caller's accounting verification, run on every verified read. `anchor`: None
+    (a guard in the user's config directory when the table is in a database file, none in memory),
+    a guard file path, or False (no guard). `adopt=True` accepts an existing ledger that has no guard
+    (or whose guard records another ledger) after verifying what can be verified, and writes its guard.
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, name, *, check: Callable[[list], None],
-                 key: bytes | None = None, anchor: str | os.PathLike | None = None):
+                 key: bytes | None = None, anchor: str | os.PathLike | bool | None = None, adopt: bool = False):
         parts = table_parts(name)
         self._table = ".".join(quote_ident(p) for p in parts)
         self._head = ".".join(quote_ident(p) for p in parts[:-1] + [parts[-1] + "__duckdp_head"])
         self._where = f"ledger {self._table}"
         self._key, self._check = key, check
-        self._anchor = None if anchor is None else os.fspath(anchor)
         self._cur = con.cursor()        # own transactions, independent of the caller's connection
         self._lock = threading.Lock()   # one transaction at a time on this cursor
         with self._lock:
-            self._create()
-            self._probe_writable()
-        _, head = self._snapshot()                  # verify on open, and anchor the head if unanchored
-        self._write_anchor(head["ledger_id"], head["count"], head["chain"])
+            self._database, schema, table = self._locate(parts)
+        self._label = f"{schema}.{table}"
+        self._guard: GuardFile | None = None
+        if isinstance(anchor, (str, os.PathLike)):
+            self._guard = GuardFile(anchor, default=False)
+        elif anchor is None and self._database is not None:
+            self._guard = GuardFile(default_path(self._database, schema, table), default=True)
+        self._guard_at = str(self._guard.path) if self._guard else ""
+        self._guard_key: bytes | None = None      # the key the guard file holds (None: the owner keeps it)
+        with self._guard.locked() if self._guard else contextlib.nullcontext():
+            self._open(key, adopt)
 
     # -- public -----------------------------------------------------------------------------------
     def rows(self) -> list[Row]:
         """The verified rows, read in one transaction."""
-        return self._snapshot()[0]
+        return self._snapshot(self._current_anchor())[0]
 
-    def _snapshot(self) -> tuple[list[Row], Row]:
+    def _snapshot(self, anchor: Anchor | None) -> tuple[list[Row], Row]:
+        """Rows and head verified in one transaction, against an anchor read before it began (the guard
+        advances only after a commit, so a concurrent charge never puts it ahead of the snapshot)."""
         with self._lock:
             self._cur.execute("BEGIN TRANSACTION")
             try:
-                return self._load()
+                return self._load(anchor)
             finally:
                 self._rollback()
 
     def append(self, make_row: MakeRow) -> Row:
-        """Atomically: verify, let `make_row(rows)` decide (it may raise to refuse), insert, move the head."""
+        """Atomically: verify, let `make_row(rows)` decide (it may raise to refuse), insert, move the head;
+        then advance the guard."""
         with self._lock:
             for attempt in range(ATTEMPTS):
+                anchor = self._current_anchor()         # before the transaction, as in _snapshot
                 self._cur.execute("BEGIN TRANSACTION")
                 try:
-                    rows, head = self._load()
+                    rows, head = self._load(anchor)
                     row = make_row(rows)
                     row["seq"] = len(rows)
                     row |= {"chain": chain_of(self._key, head["chain"], row), "released": None, "error": None}
@@ -160,10 +176,16 @@ class TableLedger:
                 except BaseException:
                     self._rollback()
                     raise
-                self._write_anchor(head["ledger_id"], len(rows) + 1, row["chain"])
-                return row
-        raise LedgerError(f"{self._where}: {ATTEMPTS} attempts to record the charge conflicted with other "
-                          "sessions on this ledger; nothing was charged or read, try again")
+                break
+            else:
+                raise LedgerError(f"{self._where}: {ATTEMPTS} attempts to record the charge conflicted with other "
+                                  "sessions on this ledger; nothing was charged or read, try again")
+        if self._guard is not None:
+            with self._guard.locked():
+                current = self._guard.read()
+                if current is not None and current.ledger_id == head["ledger_id"] and current.count < len(rows) + 1:
+                    self._store(head["ledger_id"], len(rows) + 1, row["chain"])
+        return row
 
     def finish(self, seq: int, released: int | None, error: str | None) -> None:
         """Record a charged call's outcome (outside the chain; the charge is already final)."""
@@ -177,30 +199,92 @@ class TableLedger:
                     time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
 
     # -- opening ----------------------------------------------------------------------------------
-    def _exists(self, table: str) -> bool:
-        try:
-            self._cur.sql(f"SELECT * FROM {table} LIMIT 0")
-            return True
-        except duckdb.CatalogException:
-            return False
+    def _locate(self, parts: list[str]) -> tuple[str | None, str, str]:
+        """(database file or None when in memory, schema, table) the name binds to, as DuckDB binds it."""
+        (current, schema), = self._cur.execute("SELECT current_database(), current_schema()").fetchall()
+        if len(parts) == 3:
+            current, schema = parts[0], parts[1]
+        elif len(parts) == 2:
+            (is_schema, is_database), = self._cur.execute(
+                "SELECT (SELECT count(*) FROM duckdb_schemas() WHERE database_name = $db "
+                "AND lower(schema_name) = lower($p)), "
+                "(SELECT count(*) FROM duckdb_databases() WHERE lower(database_name) = lower($p))",
+                {"db": current, "p": parts[0]}).fetchall()
+            current, schema = (parts[0], "main") if is_database and not is_schema else (current, parts[0])
+        paths = self._cur.execute("SELECT path FROM duckdb_databases() WHERE lower(database_name) = lower($db)",
+                                  {"db": current}).fetchall()
+        return (paths[0][0] if paths else None), schema, parts[-1]
 
-    def _create(self) -> None:
+    def _open(self, key: bytes | None, adopt: bool) -> None:
+        """Create the ledger, or verify the existing one against its guard; under the guard's lock."""
+        guard = self._guard.read() if self._guard else None
+        with self._lock:
+            head = self._create(guard, key, adopt)
+            self._probe_writable()
+        if head is None:                       # created, and its guard written
+            return
+        anchor = self._anchor_of(head, guard, adopt) if self._guard else None
+        if anchor is not None and anchor.key is not None:
+            if key is not None and not hmac.compare_digest(key, anchor.key):
+                raise LedgerError(f"{self._where}: key= is not the key its guard {self._guard_at} "
+                                  "holds (wrong key); open it without key=")
+            self._key = anchor.key
+        if head["mac"] is not None and self._key is None:
+            raise LedgerError(f"{self._where} is keyed but no key is available: pass the owner's key=, or restore "
+                              f"the guard file that held its key{f' ({self._guard_at})' if self._guard else ''}")
+        self._guard_key = self._key if key is None or (anchor is not None and anchor.key is not None) else None
+        rows, head = self._snapshot(anchor)
+        if self._guard is not None and (guard is None or guard.ledger_id != head["ledger_id"]
+                                        or guard.count < len(rows) or guard.key != self._guard_key):
+            if guard is not None and guard.ledger_id != head["ledger_id"]:
+                self._guard.set_aside(guard)
+            self._store(head["ledger_id"], len(rows), head["chain"])
+
+    def _anchor_of(self, head: Row, guard: Anchor | None, adopt: bool) -> Anchor | None:
+        """The anchor an existing ledger must extend: its guard's; without one (or with one recording another
+        ledger) a LedgerError, or with `adopt` the guard of this ledger found elsewhere (a moved database)."""
+        assert self._guard is not None
+        if guard is not None and guard.ledger_id == head["ledger_id"]:
+            return guard
+        if not adopt:
+            others = "".join(f"; a guard of this ledger is at {p} (the database was moved or copied?)"
+                             for p, _ in self._guard.others_of(head["ledger_id"]))
+            what = (f"its guard {self._guard_at} is missing" if guard is None else
+                    f"its guard {self._guard_at} records another ledger ({guard.count} charges): "
+                    "the ledger was replaced")
+            database = self._database or "an in-memory database"
+            raise LedgerError(f"{self._where} in {database} has {head['count']} charge(s) but {what}{others}. "
+                              "Refusing to use it: an unguarded ledger may have been reset. Restore the guard "
+                              "file, or pass adopt=True to trust the database's ledger as it is and write a new "
+                              "guard (anchor=False opts out of guards)")
+        found = sorted(self._guard.others_of(head["ledger_id"]), key=lambda pa: pa[1].count)
+        return found[-1][1] if found else None
+
+    def _create(self, guard: Anchor | None, key: bytes | None, adopt: bool) -> Row | None:
+        """The raw head row of the existing ledger, or None after creating it; existence is read in one
+        snapshot, and a concurrent creation makes this one conflict and look again."""
         for attempt in range(ATTEMPTS):
-            has_table, has_head = self._exists(self._table), self._exists(self._head)
-            if has_table and has_head:
-                return
-            if has_table or has_head:
-                missing = self._head if has_table else self._table
-                raise LedgerError(f"{self._where}: {missing} is missing, so the ledger cannot be verified "
-                                  "(deleted, not a duckdp ledger, or written before ledgers had a head); "
-                                  "refusing to use it")
-            anchored = self._read_anchor()
-            if anchored and anchored["count"] > 0:
-                raise LedgerError(f"{self._where} does not exist but the anchor {self._anchor} records "
-                                  f"{anchored['count']} charges on it: the ledger was deleted; refusing to start over")
-            ledger_id = secrets.token_hex(16)
+            self._cur.execute("BEGIN TRANSACTION")
             try:
-                self._cur.execute("BEGIN TRANSACTION")
+                has_table, has_head = self._exists(self._table), self._exists(self._head)
+                if has_table and has_head:
+                    heads = self._cur.sql(f"SELECT * FROM {self._head}").to_arrow_table().to_pylist()
+                    if len(heads) != 1 or list(heads[0]) != [c for c, _ in HEAD_COLUMNS]:
+                        return self._load(None)[1]          # raises what is wrong with the head
+                    return heads[0]
+                if has_table or has_head:
+                    missing = self._head if has_table else self._table
+                    raise LedgerError(f"{self._where}: {missing} is missing, so the ledger cannot be verified "
+                                      "(deleted, not a duckdp ledger, or written before ledgers had a head); "
+                                      "refusing to use it")
+                if guard is not None and guard.count > 0 and not adopt:
+                    raise LedgerError(f"{self._where} does not exist but its guard {self._guard_at} records "
+                                      f"{guard.count} charge(s) on it: the ledger was deleted (or the database "
+                                      "replaced); refusing to start over. Pass adopt=True to start a new ledger "
+                                      "at this place on purpose")
+                ledger_id = secrets.token_hex(16)
+                new_key = key if key is not None or self._guard is None else os.urandom(32)
+                self._key = new_key
                 self._cur.execute(f"CREATE TABLE {self._table} "
                                   f"({', '.join(f'{quote_ident(c)} {t}' for c, t in COLUMNS)})")
                 self._cur.execute(f"CREATE TABLE {self._head} "
@@ -215,9 +299,22 @@ class TableLedger:
             except duckdb.Error as exc:
                 self._rollback()
                 raise LedgerError(f"cannot open ledger table {self._table} for writing: {exc}") from None
-            self._write_anchor(ledger_id, 0, ledger_id, fresh=True)
-            return
+            finally:
+                self._rollback()
+            if self._guard is not None:
+                if guard is not None and guard.count > 0:
+                    self._guard.set_aside(guard)
+                self._guard_key = new_key if key is None else None
+                self._store(ledger_id, 0, ledger_id)
+            return None
         raise LedgerError(f"{self._where}: could not be created (conflicting sessions); try again")
+
+    def _exists(self, table: str) -> bool:
+        try:
+            self._cur.sql(f"SELECT * FROM {table} LIMIT 0")
+            return True
+        except duckdb.CatalogException:
+            return False
 
     def _probe_writable(self) -> None:
         try:
@@ -241,8 +338,8 @@ class TableLedger:
     def _mac(self, ledger_id: str, count: int, chain: str) -> str | None:
         return _digest(self._key, ["head", ledger_id, count, chain]) if self._key else None
 
-    def _load(self) -> tuple[list[Row], Row]:
-        """Rows and head, read in the open transaction and verified (module docstring)."""
+    def _load(self, anchored: Anchor | None) -> tuple[list[Row], Row]:
+        """Rows and head, read in the open transaction and verified, also against `anchored` (module docstring)."""
         try:
             self._columns(self._table, COLUMNS)
             self._columns(self._head, HEAD_COLUMNS)
@@ -274,40 +371,31 @@ class TableLedger:
         if head["count"] != len(rows) or head["chain"] != previous:
             raise LedgerError(f"{self._where}: the head records {head['count']} charges but the table has "
                               f"{len(rows)} matching rows: rows were deleted or added; refusing to use it")
-        anchored = self._read_anchor()
         if anchored is not None:
-            at = anchored["count"]
-            if (anchored["ledger_id"] != head["ledger_id"] or at > len(rows)
-                    or anchored["chain"] != (rows[at - 1]["chain"] if at else head["ledger_id"])):
-                raise LedgerError(f"{self._where} does not extend the anchor {self._anchor} ({at} charges): "
-                                  "rows were deleted or the ledger was replaced; refusing to use it")
+            at = anchored.count
+            if (anchored.ledger_id != head["ledger_id"] or at > len(rows)
+                    or anchored.chain != (rows[at - 1]["chain"] if at else head["ledger_id"])):
+                raise LedgerError(f"{self._where} does not extend its guard {self._guard_at} "
+                                  f"({at} charges): rows were deleted or edited, the head was reset, or the ledger "
+                                  "was replaced; refusing to use it")
         self._check(rows)
         return rows, head
 
-    # -- anchor file ------------------------------------------------------------------------------
-    def _read_anchor(self) -> dict | None:
-        if self._anchor is None or not os.path.exists(self._anchor):
+    # -- guard file -------------------------------------------------------------------------------
+    def _current_anchor(self) -> Anchor | None:
+        """The guard's anchor for a verification after opening: the guard must still be there, with its key."""
+        if self._guard is None:
             return None
-        try:
-            with open(self._anchor, encoding="utf-8") as f:
-                data = json.load(f)
-            ok = (isinstance(data, dict) and set(data) == {"ledger_id", "count", "chain"}
-                  and type(data["count"]) is int and data["count"] >= 0
-                  and all(isinstance(data[k], str) for k in ("ledger_id", "chain")))
-        except (OSError, ValueError) as exc:
-            raise LedgerError(f"cannot read the ledger anchor {self._anchor}: {exc}") from None
-        if not ok:
-            raise LedgerError(f"the ledger anchor {self._anchor} is not a duckdp anchor")
-        return data
+        anchored = self._guard.read()
+        if anchored is None:
+            raise LedgerError(f"{self._where}: its guard {self._guard.path} was deleted while in use; refusing to "
+                              "use the ledger (restore the guard file)")
+        if anchored.key != self._guard_key:
+            raise LedgerError(f"{self._where}: the key in its guard {self._guard.path} changed while in use (edited)")
+        return anchored
 
-    def _write_anchor(self, ledger_id: str, count: int, chain: str, fresh: bool = False) -> None:
-        """Advance the anchor (never move it back); written to a temporary file, then renamed."""
-        if self._anchor is None:
-            return
-        current = None if fresh else self._read_anchor()
-        if current is not None and current["ledger_id"] == ledger_id and current["count"] >= count:
-            return
-        tmp = f"{self._anchor}.{secrets.token_hex(4)}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"ledger_id": ledger_id, "count": count, "chain": chain}, f)
-        os.replace(tmp, self._anchor)
+    def _store(self, ledger_id: str, count: int, chain: str) -> None:
+        """Write the guard (under its lock): this ledger's key if the guard holds it, and its last head."""
+        assert self._guard is not None
+        self._guard.write(Anchor(ledger_id, count, chain, self._guard_key), database=self._database,
+                          table=self._label)

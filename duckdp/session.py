@@ -26,8 +26,9 @@ call that then fails or is interrupted is still charged (no refunds once data ma
 Persistence (`ledger_table=`, duckdp/ledger.py): check-and-charge is one DuckDB transaction that
 conflicts with any concurrent one on the same ledger (other Sessions, cursors or connections), is
 retried from the re-read ledger and refused after repeated conflicts. A head record (row count and
-last chain hash) detects rows deleted from the end or a deleted table; `key=` (HMAC) and
-`anchor=` (a file outside the database) extend what is detected — see the README's threat model.
+last chain hash) detects rows deleted from the end or a deleted table; the guard file outside the
+database (a random HMAC key and the last head; on by default for database files) detects edits,
+resets and dropped tables — see the README's threat model.
 """
 from __future__ import annotations
 
@@ -97,15 +98,19 @@ class Session:
     `ledger_table="name"` (or a (schema, table) / (database, schema, table) tuple) the ledger is
     kept in that DuckDB table so the budget survives restarts and is shared, atomically, by every
     Session on it; reopening with a different total budget, or a ledger that fails verification,
-    raises LedgerError. `key=` (bytes, ≥ 16) keys the ledger's chain and head with HMAC-SHA256;
-    `anchor=` (a file path) records the ledger's head outside the database. Releases run on `con`:
+    raises LedgerError. A ledger in a database file is guarded by a file outside the database
+    (duckdp/ledger_guard.py: a random HMAC key and the last head, in the user's config directory);
+    `anchor=` puts the guard at another path, `anchor=False` opts out (throw-away ledgers).
+    `key=` (bytes, ≥ 16) keys the chain with the owner's key instead (the guard then holds no key).
+    `adopt=True` accepts a ledger found without its guard (legacy, moved, or guard lost) after
+    verifying what can be verified, and writes a new guard. Releases run on `con`:
     for concurrent releases give each thread its own Session on its own cursor (`con.cursor()`).
     `con` may be a SparkSession (releases run on Spark); its ledger is then in memory.
     """
 
     def __init__(self, con, *, epsilon: float | None = None, delta: float | None = None,
                  rho: float | None = None, ledger_table: str | tuple | list | None = None,
-                 key: bytes | None = None, anchor: str | os.PathLike | None = None):
+                 key: bytes | None = None, anchor: str | os.PathLike | bool | None = None, adopt: bool = False):
         if not (isinstance(con, duckdb.DuckDBPyConnection) or is_spark_session(con)):
             raise InvalidParameter(f"con must be a duckdb connection or a SparkSession, got {type(con).__name__}")
         if ledger_table is not None and is_spark_session(con):
@@ -117,15 +122,17 @@ class Session:
         self._total = self.budget.epsilon if isinstance(self.budget, EpsDelta) else self.budget.rho
         if key is not None and (not isinstance(key, bytes) or len(key) < 16):
             raise InvalidParameter("key must be bytes of length >= 16 (e.g. os.urandom(32)), kept by the owner")
-        if anchor is not None and not isinstance(anchor, (str, os.PathLike)):
-            raise InvalidParameter(f"anchor must be a file path, got {type(anchor).__name__}")
+        if anchor is not None and anchor is not False and not isinstance(anchor, (str, os.PathLike)):
+            raise InvalidParameter(f"anchor must be a file path or False (no guard file), got {anchor!r}")
+        if not isinstance(adopt, bool):
+            raise InvalidParameter(f"adopt must be True or False, got {adopt!r}")
         if ledger_table is None:
-            if anchor is not None:
-                raise InvalidParameter("anchor= needs ledger_table= (an in-memory ledger has nothing to anchor)")
+            if anchor is not None or adopt:
+                raise InvalidParameter("anchor= and adopt= need ledger_table= (an in-memory ledger has no guard)")
             self._ledger: MemoryLedger | TableLedger = MemoryLedger(key)
         else:
             table_parts(ledger_table)
-            self._ledger = TableLedger(con, ledger_table, check=self._verify, key=key, anchor=anchor)
+            self._ledger = TableLedger(con, ledger_table, check=self._verify, key=key, anchor=anchor, adopt=adopt)
 
     # -- public -----------------------------------------------------------------------------------
     @property

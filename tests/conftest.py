@@ -10,6 +10,15 @@ import pytest
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def config_home(tmp_path_factory, monkeypatch):
+    """Every test (and every CLI it starts) keeps ledger guard files in a fresh XDG_CONFIG_HOME,
+    never in the real home's ~/.config."""
+    path = tmp_path_factory.mktemp("xdg-config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(path))
+    return path
+
+
 @pytest.fixture
 def con():
     c = duckdb.connect()
