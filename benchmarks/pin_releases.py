@@ -45,14 +45,14 @@ def _rounds(release: duckdp.Release) -> list[dict[str, Any]]:
 def pin_entry(release: duckdp.Release) -> dict[str, Any]:
     """What a seeded release must keep: the sorted keys' SHA-256, their count, every round's σ and T.
 
-    The keys' row order is not pinned: DuckDB's parallel plans do not fix it today.
+    Row order is not pinned (the released keys' order is the output stage's business).
     """
     keys = _keys(release)
     entry: dict[str, Any] = {"keys_sha256": _sha(sorted(keys)), "count": len(keys), "rounds": _rounds(release)}
     table = release.to_arrow()
-    if "noisy_count" in table.column_names:
-        entry["noisy_counts"] = [int(c) for c in table.column("noisy_count").to_pylist()]
-        entry["count_sigmas"] = [repr(float(s)) for s in table.column("sigma").to_pylist()]
+    if "noisy_count" in table.column_names:           # count release: (key, noisy count, σ) in key order
+        rows = zip(keys, table.column("noisy_count").to_pylist(), table.column("sigma").to_pylist(), strict=True)
+        entry["noisy_counts"] = [[k, int(c), repr(float(s))] for k, c, s in sorted(rows)]
     return entry
 
 
