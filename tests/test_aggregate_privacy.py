@@ -204,9 +204,8 @@ def test_threshold_is_the_smallest_integer_meeting_the_tail():
         t = threshold_for(sigma, delta, d0)
         q = float(per_item_tail(delta, np.float64(d0)))
         ys = np.arange(0, int(60 * sigma) + 60)
-        p = pmf(sigma, ys)
-        tail = lambda s: math.fsum(p[s:])           # noqa: E731  P[Z ≥ s], s ≥ 0
-        assert tail(t - 1) <= q < tail(t - 2)
+        p = pmf(sigma, ys)                      # P[Z ≥ s] = Σ p[s:] for s ≥ 0
+        assert math.fsum(p[t - 1:]) <= q < math.fsum(p[t - 2:])
 
 
 @pytest.mark.parametrize("sigma, conf", [(0.9, 0.9), (3.7, 0.95), (250.0, 0.5)])
