@@ -93,6 +93,10 @@ def test_bad_plans_are_refused(kw, match):
         plan(**kw)
 
 
+def test_default_selection_share_is_the_measured_one():
+    assert plan().selection_share == 0.4 and plan().selection_budget.rho == pytest.approx(0.2, rel=1e-15)
+
+
 def test_pre_threshold_allowed_where_proved():
     for kw in ({"algo": "count_gaussian"}, {"algo": "count_laplace"}, {"keys": "threshold"}):
         assert plan(pre_threshold=10, **kw).pre_threshold == 10
@@ -151,7 +155,7 @@ def test_spent_never_exceeds_the_request(keys):
 
 
 def test_threshold_mode_reuses_the_threshold_for_users():
-    p = plan(keys="threshold", max_contributions=3)
+    p = plan(keys="threshold", max_contributions=3, selection_share=0.5)
     users = p.measure("raters", "users")
     assert users.rho == 0 and users.sigma == p.threshold.sigma
     assert p.threshold.sigma == pytest.approx(math.sqrt(3) / math.sqrt(2 * 0.25), rel=1e-11)
