@@ -10,6 +10,7 @@ from duckdp.discrete import discrete_gaussian_array
 from duckdp.errors import InvalidParameter
 from duckdp.prf import PRFKey
 from duckdp.privacy.aggregate import (
+    THRESHOLD_TAG,
     Metric,
     finish,
     finish_mean,
@@ -157,7 +158,8 @@ def test_spent_never_exceeds_the_request(keys):
 def test_threshold_mode_reuses_the_threshold_for_users():
     p = plan(keys="threshold", max_contributions=3, selection_share=0.5)
     users = p.measure("raters", "users")
-    assert users.rho == 0 and users.sigma == p.threshold.sigma
+    assert users.rho == 0 and users.sigma == p.threshold.sigma and users.tag == THRESHOLD_TAG
+    assert THRESHOLD_TAG not in [m.tag for m in p.measures if m.rho]        # metrics draw fresh noise
     assert p.threshold.sigma == pytest.approx(math.sqrt(3) / math.sqrt(2 * 0.25), rel=1e-11)
     only = plan(keys="threshold", metrics={"n": "users"})
     assert only.threshold.rho == only.rho == 0.5 and only.selection_share == 1.0
@@ -217,6 +219,14 @@ def test_half_width_is_minimal_and_covers(sigma, conf):
     h = half_width(sigma, conf)
     ys = np.arange(-h, h + 1)
     assert math.fsum(pmf(sigma, ys)) >= conf > math.fsum(pmf(sigma, ys[1:-1]))
+
+
+def test_tail_bounds_hold_beyond_the_summed_range():
+    from duckdp.privacy.aggregate import _upper_tail
+    assert 0 < _upper_tail(200, 2.0)                                     # beyond 40σ + 40: a bound, not 0
+    for t in (1, 3, 9):                                                  # the bound is ≥ the exact tail
+        exact = math.fsum(pmf(2.0, np.arange(t, 200)))
+        assert exact <= _upper_tail(t, 2.0) <= exact * (1 + 1e-8)
 
 
 def test_half_width_bound_above_the_exact_range_is_at_most_one_step_wide():

@@ -46,6 +46,7 @@ _GRID_BITS = 16
 # Above this σ, discrete Gaussian tails are bounded by integrals instead of summed (see `_upper_tail`).
 _EXACT_TAIL_SIGMA = 4096.0
 _TAIL_MARGIN = 1e-9          # relative margin on float tail sums: computed tails are upper bounds
+THRESHOLD_TAG = 0            # PRF tag of the threshold's draw (keys="threshold"); measures use tags ≥ 1
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,9 @@ def parse_metrics(metrics) -> tuple[Metric, ...]:
 class Measure:
     """One noisy integer per released key. `part` is what the engine computes per key on the grid:
     "users" (distinct users), "count" (rows) or "sum" (Σ round(clip(v)/step) − offset per row);
-    it gets N_Z(0, sigma²) from PRF stream `tag`. `rho` = sensitivity²/(2σ²) (0 when it reuses the
-    threshold's draw); `half_width` (grid steps) covers the noise with probability `coverage`."""
+    it gets N_Z(0, sigma²) from PRF sub-key K[b"aggm", tag]. `rho` = sensitivity²/(2σ²), or 0 for a users
+    metric that is the threshold's own draw (tag THRESHOLD_TAG); `half_width` (grid steps) covers the
+    noise with probability `coverage`."""
 
     metric: str
     part: str
@@ -121,7 +123,8 @@ class Measure:
 @dataclass(frozen=True)
 class Threshold:
     """keys="threshold": release key k iff c_k + Z ≥ threshold, with c_k = distinct users − (pre_threshold − 1)
-    over keys with c_k ≥ 1 and Z ~ N_Z(0, sigma²); c_k + Z + pre_threshold − 1 is the released users count."""
+    over keys with c_k ≥ 1 and Z ~ N_Z(0, sigma²) from K[b"aggm", THRESHOLD_TAG]; c_k + Z + pre_threshold − 1
+    is the released users count."""
 
     sigma: float
     threshold: int
@@ -181,21 +184,19 @@ def _upper_tail(t: int, sigma: float) -> float:
     σ ≤ 4096: the exact sum of p(y) ∝ exp(−y²/2σ²) over |y| ≤ 40σ + 40 (the rest is < e^-800), scaled
     up by 1e-9 for float error. Larger σ: f(y) = exp(−y²/2σ²) decreases on y ≥ 0, so
     Σ_{y≥t} f(y) ≤ f(t) + ∫_t^∞ f = f(t) + σ√(2π)(1 − Φ(t/σ)) and the normaliser
-    Σ_y f(y) ≥ 1 + 2∫_1^∞ f = 1 + 2σ√(2π)(1 − Φ(1/σ)) (sum–integral comparison).
+    Σ_y f(y) ≥ 1 + 2∫_1^∞ f = 1 + 2σ√(2π)(1 − Φ(1/σ)) (sum–integral comparison); also for t > 40σ + 40.
     """
     if t <= 0:
         return 1.0
-    if sigma <= _EXACT_TAIL_SIGMA:
-        n = int(40 * sigma) + 40
-        if t > n:
-            return 0.0
+    n = int(40 * sigma) + 40
+    if sigma <= _EXACT_TAIL_SIGMA and t <= n:
         f = np.exp(-np.arange(n + 1, dtype=np.float64) ** 2 / (2 * sigma * sigma))
         total = f[0] + 2 * math.fsum(f[1:])
         return min(1.0, math.fsum(f[t:]) / total * (1 + _TAIL_MARGIN))
     root = sigma * math.sqrt(2 * math.pi)
     tail = math.exp(-t * t / (2 * sigma * sigma)) + root * float(ndtr(-t / sigma))
     norm = 1 + 2 * root * float(ndtr(-1 / sigma))
-    return min(1.0, tail / norm * (1 + _TAIL_MARGIN))
+    return min(1.0, max(tail / norm * (1 + _TAIL_MARGIN), math.ulp(0.0)))     # > 0 even where floats underflow
 
 
 def _smallest(pred, start: int) -> int:
@@ -355,11 +356,11 @@ def plan_aggregate(budget: Budget, metrics, *, max_contributions: int, max_rows_
         # Distinct-user counts: ℓ2 sensitivity √Δ0 over existing keys (Gopi et al. journal Thm A.2).
         sigma = zcdp_sigma(sel_rho, root)
         threshold = Threshold(sigma, threshold_for(sigma, sel_delta, d0), sel_delta, sel_rho)
-    tag = 0
+    tag = THRESHOLD_TAG + 1
     for mt in metric_specs:
         if mt.kind == "users" and threshold is not None:
             hw = None if coverage is None else half_width(threshold.sigma, coverage)
-            measures.append(Measure(mt.name, "users", root, threshold.sigma, 0.0, 1.0, 0, -1, coverage, hw))
+            measures.append(Measure(mt.name, "users", root, threshold.sigma, 0.0, 1.0, 0, THRESHOLD_TAG, coverage, hw))
             continue
         r = parts.pop(0)
         if mt.kind == "users":           # a user adds 1 to each of ≤ Δ0 keys: ℓ2 = √Δ0
@@ -443,7 +444,7 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
         x = np.asarray(noisy[(mt.name, mt.kind)], dtype=np.int64)
         if mt.kind == "sum":
             out[mt.name] = x.astype(np.float64) * ms.step        # exact: power-of-two step, |x| < 2^53
-        elif ms.tag < 0:           # the threshold's noisy c_k = users − (pre_threshold − 1): shift back
+        elif ms.tag == THRESHOLD_TAG:     # the threshold's noisy c_k = users − (pre_threshold − 1): shift back
             x = x + (plan.pre_threshold - 1)
             out[mt.name] = x
         else:
