@@ -292,3 +292,46 @@ def test_finish_releases_grid_sums_and_shifts_thresholded_users():
     out = finish(p, {("n", "users"): np.array([3, 40]), ("s", "sum"): np.array([2**15, -3])})
     assert out["n"].tolist() == [7, 44]                   # c + Z + (pre_threshold − 1)
     assert out["s"].tolist() == [2**15 * s.step, -3 * s.step] and s.step == 2.0**-13
+
+
+# ---------------------------------------------------------------- sensitivity audit (numpy reference stages)
+
+AUDIT_METRICS = {"n": "users", "c": "count", "s": ("sum", "v", -2, 6), "a": ("mean", "v", 1, 5)}
+
+
+def audit_gaps(**broken) -> dict:
+    """‖M(D ∪ {u}) − M(D)‖₂² / Δ² per measure for an adversarial user u: 5 rows of ~10⁶ on each of 12 keys
+    (10 released); ≤ 1 means the plan's sensitivity holds."""
+    from reference_aggregate import bounded_measures
+    p = plan(keys="public", metrics=AUDIT_METRICS, max_contributions=3, max_rows_per_key=2)
+    rng = np.random.default_rng(5)
+    users, keys = rng.integers(0, 40, 400).tolist(), rng.integers(0, 12, 400).tolist()
+    values = rng.uniform(-3, 7, 400).round(2).tolist()
+    released = list(range(10))
+    extra = [(999, k, 1e6 + r) for k in range(12) for r in range(5)]
+    u2, k2, v2 = (users + [e[0] for e in extra], keys + [e[1] for e in extra], values + [e[2] for e in extra])
+    before = bounded_measures(p, users, keys, values, released, **broken)
+    after = bounded_measures(p, u2, k2, v2, released, **broken)
+    out = {}
+    for ms in p.measures:
+        d = after[(ms.metric, ms.part)] - before[(ms.metric, ms.part)]
+        out[(ms.metric, ms.part)] = float(sum(int(x) ** 2 for x in d)) / ms.sensitivity**2
+    return out
+
+
+def test_sensitivity_holds_and_is_tight_for_the_worst_user():
+    gaps = audit_gaps()
+    assert all(g <= 1 + 1e-12 for g in gaps.values()), gaps
+    assert gaps[("n", "users")] == pytest.approx(1) and gaps[("c", "count")] == pytest.approx(1)
+    assert gaps[("s", "sum")] == pytest.approx(1) and gaps[("a", "sum")] == pytest.approx(1)
+
+
+@pytest.mark.parametrize("broken, caught", [
+    ({"clip": False}, [("s", "sum"), ("a", "sum")]),
+    ({"cap_rows": False}, [("c", "count"), ("a", "count"), ("s", "sum")]),
+    ({"cap_keys": False}, [("n", "users"), ("c", "count")]),
+])
+def test_sensitivity_audit_catches_broken_bounds(broken, caught):
+    gaps = audit_gaps(**broken)
+    for m in caught:
+        assert gaps[m] > 1.5, (m, gaps[m])
