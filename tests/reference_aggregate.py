@@ -35,7 +35,7 @@ def bounded_measures(plan, users, keys, values, released, salt: bytes = b"refere
         for ms in (m for m in plan.measures if m.metric == mt.name):
             acc = np.zeros(len(released), dtype=object)
             if ms.part == "users":
-                for u, i in {(u, i) for u, i, _ in kept}:
+                for _, i in {(u, i) for u, i, _ in kept}:          # distinct (user, key) pairs
                     acc[i] += 1
             elif ms.part == "count":
                 for _, i, _ in kept:
