@@ -1,9 +1,10 @@
 """PROTOTYPE (no engine code yet, issue #20 waits for #19): how to split ρ between key selection and
 the metrics of a private GROUP BY, measured on MovieLens 100k (per movie: ratings count, mean rating).
 
-For each selection mechanism (adaptive_sips, dpsips), ρ and selection share s: the plan comes from
-`duckdp.privacy.aggregate.plan_aggregate` (the real privacy core); `duckdp.select` releases keys on
-the plan's selection budget (seeded); the metrics are then computed **in numpy, not by an engine**,
+For each selection mechanism (adaptive_sips, dpsips, and keys="threshold"), ρ and selection share s:
+the plan comes from `duckdp.privacy.aggregate.plan_aggregate` (the real privacy core); `duckdp.select`
+releases keys on the plan's selection budget (seeded) — keys="threshold" is thresholded in numpy from
+the plan's σ_t and T; the metrics are then computed **in numpy, not by an engine**,
 following the spec's stages (docs/specs/private-group-by.md §2): rows restricted to the released
 keys, each user's keys cut to Δ0 by a seeded random order, ratings clipped to [1, 5] on the plan's
 grid, per-key count and centred sum, exact discrete Gaussian noise with the plan's σ
@@ -31,26 +32,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 import duckdp  # noqa: E402
 from duckdp.discrete import discrete_gaussian_array  # noqa: E402
 from duckdp.prf import PRFKey  # noqa: E402
-from duckdp.privacy.aggregate import finish, plan_aggregate  # noqa: E402
+from duckdp.privacy.aggregate import THRESHOLD_TAG, finish, plan_aggregate  # noqa: E402
 from duckdp.privacy.budget import ZCDP  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "movielens_100k_ratings.parquet"
 SHARES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
-ALGOS = ("adaptive_sips", "dpsips")
+ALGOS = ("adaptive_sips", "dpsips", "threshold")
 METRICS = {"ratings": "count", "avg": ("mean", "rating", 1, 5)}
 DELTA = 1e-6
+
+
+def first_per_user(users, limit, seed):
+    """Indices of ≤ `limit` rows per user in a seeded random order (MovieLens: one row per (user, movie))."""
+    order = np.lexsort((np.random.default_rng(seed).random(users.size), users))
+    u = users[order]
+    first = np.r_[True, u[1:] != u[:-1]]
+    rank = np.arange(u.size) - np.maximum.accumulate(np.where(first, np.arange(u.size), 0))
+    return order[rank < limit]
+
+
+def threshold_prototype(plan, users, items, seed):
+    """keys="threshold" (spec §4.2) in numpy: Δ0 keys per user over all keys, distinct-user counts c ≥ 1,
+    c + N_Z(0, σ_t²) ≥ T (noise keyed by the key's index among the keys present: prototype counters)."""
+    kept = first_per_user(users, plan.max_contributions, seed)
+    keys, c = np.unique(items[kept], return_counts=True)
+    key = PRFKey.from_seed(seed).derive(b"aggm", THRESHOLD_TAG)
+    z = discrete_gaussian_array(key, np.zeros(keys.size, np.uint64), np.arange(keys.size, dtype=np.uint64),
+                                plan.threshold.sigma)
+    return keys[c + z >= plan.threshold.threshold]
 
 
 def metrics_prototype(plan, users, items, ratings, released, seed):
     """Noisy count and mean per released key (sorted), by the spec's stages in numpy (prototype), and the
     bounded (truncated, clipped) count and mean they estimate."""
-    keep = np.isin(items, released)
+    keep = np.isin(items, released)                 # restrict to K, then ≤ Δ0 keys per user
     u, it, r = users[keep], items[keep], ratings[keep]
-    order = np.lexsort((np.random.default_rng(seed).random(u.size), u))   # per user, a seeded random order
-    u, it, r = u[order], it[order], r[order]
-    first = np.r_[True, u[1:] != u[:-1]]
-    rank = np.arange(u.size) - np.maximum.accumulate(np.where(first, np.arange(u.size), 0))
-    kept = rank < plan.max_contributions         # ≤ Δ0 keys per user; MovieLens has one row per (user, movie)
+    kept = first_per_user(u, plan.max_contributions, seed)
     it, r = it[kept], r[kept]
     ms, mc = plan.measure("avg", "sum"), plan.measure("avg", "count")
     cnt = plan.measure("ratings", "count")
@@ -97,14 +114,18 @@ def main() -> None:
         for algo in ALGOS:
             rows = {}
             for s in SHARES:
-                plan = plan_aggregate(ZCDP(rho, DELTA), METRICS, max_contributions=d0, keys="select", algo=algo,
-                                      selection_share=s)
+                mode = "threshold" if algo == "threshold" else "select"
+                plan = plan_aggregate(ZCDP(rho, DELTA), METRICS, max_contributions=d0, keys=mode,
+                                      algo=None if mode == "threshold" else algo, selection_share=s)
                 runs = []
                 for t in range(args.trials):
-                    sel = plan.selection_budget
-                    rel = duckdp.select(con, "ratings", algo=algo, rho=sel.rho, delta=sel.delta,
-                                        max_contributions=d0, seed=1000 * t + 7)
-                    released = np.sort(np.asarray(rel.items.fetchnumpy()["item"], dtype=object).astype(str))
+                    if mode == "threshold":
+                        released = threshold_prototype(plan, users, items, 1000 * t + 7)
+                    else:
+                        sel = plan.selection_budget
+                        rel = duckdp.select(con, "ratings", algo=algo, rho=sel.rho, delta=sel.delta,
+                                            max_contributions=d0, seed=1000 * t + 7)
+                        released = np.sort(np.asarray(rel.items.fetchnumpy()["item"], dtype=object).astype(str))
                     count, mean, bn, bm = metrics_prototype(plan, users, items, ratings, released, 1000 * t + 11)
                     n = np.array([true_n[k] for k in released], dtype=float)
                     m = np.array([true_m[k] for k in released], dtype=float)

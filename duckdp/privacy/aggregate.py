@@ -37,8 +37,8 @@ KEY_MODES = ("select", "threshold", "public")
 PRE_THRESHOLD_SELECTIONS = ("count_gaussian", "count_laplace")
 # Share of ρ for key selection when a caller gives none, measured by benchmarks/bench_aggregate_split.py on
 # MovieLens 100k (benchmarks/RESULTS.md, "Private GROUP BY: selection share"): over ρ ∈ {0.1, 1}, Δ0 ∈
-# {50, 150}, adaptive_sips and dpsips, 0.4 keeps the most keys with count and mean both within 10 % of
-# their bounded values in the worst setting (≥ 84 % of each setting's best share; 0.3: 69 %, 0.5: 82 %).
+# {50, 150}, adaptive_sips, dpsips and keys="threshold", 0.4 keeps the most keys with count and mean both
+# within 10 % of their bounded values in the worst setting (≥ 86 % of the best share's; 0.3: 69 %, 0.5: 81 %).
 DEFAULT_SELECTION_SHARE = 0.4
 # Grid of sums: 2^⌊log2((upper − lower)/2^16)⌋, so each value moves by at most 2^-17 of its range when
 # rounded (negligible next to clipping and noise) and integers and halves are exact for ranges ≥ 2^16·2^-1.
