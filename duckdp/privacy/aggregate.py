@@ -1,0 +1,459 @@
+"""The privacy core of private GROUP BY (docs/specs/private-group-by.md): metric specs, the budget
+plan (selection share, one discrete Gaussian per measure, grids, thresholds, confidence) and the
+post-processing of noisy integers into released columns. Engine-free: engines supply per-key true
+integers on the plan's grids, this module says how much noise they get and what is released.
+
+Accounting is δ-approximate zCDP for both budget types. Each measure is a per-key histogram on the
+released key set K with integer ℓ2 sensitivity Δ (a user adds to at most Δ0 keys of K, at most
+`max_rows_per_key` rows per key, each value at most B grid steps); independent N_Z(0, σ²) per key is
+ρ_m = Δ²/(2σ²)-zCDP: per coordinate D_α(N_Z(a, σ²) ‖ N_Z(b, σ²)) ≤ α(a − b)²/(2σ²) for integers a, b
+(Canonne, Kamath & Steinke 2020, arXiv:2004.00010 Prop. 4) and Rényi divergences of independent
+coordinates add, so the vector is α‖Δ‖²/(2σ²). The selection is δ-approximate ρ_sel-zCDP (its own
+mechanism's theorem; DP-SIPS Thm 13, 14) and the measures run on its output, so the whole call is
+δ-approximate (ρ_sel + Σ ρ_m)-zCDP by adaptive composition (DP-SIPS Lemma 6; Bun & Steinke 2016
+Lemma 2.3 / 8.2). An (ε, δ) request is planned as the largest ρ whose DP-SIPS Cor. 9 conversion is
+within it, because the discrete Gaussian's vector guarantee is a Rényi bound.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from ..errors import InvalidParameter
+from ..validation import integer, real
+from .budget import ZCDP, Budget, EpsDelta, _exact_parts
+from .calibration import _check_max_contributions, per_item_tail, zcdp_sigma
+from .composition import Spent
+from .conversions import approx_zcdp_epsilon, zcdp_delta
+
+KINDS = ("users", "count", "sum", "mean")
+KEY_MODES = ("select", "threshold", "public")
+# Selections whose weights are distinct-user counts with a novel key at exactly 1 (Gopi et al. journal
+# Thm A.1/A.2): pre-thresholding keeps their proof (spec §pre-thresholding); weighted ones have none.
+PRE_THRESHOLD_SELECTIONS = ("count_gaussian", "count_laplace")
+# Share of ρ for key selection when a caller gives none, measured by benchmarks/bench_aggregate_split.py on
+# MovieLens 100k (benchmarks/RESULTS.md, "Private GROUP BY: selection share"): over ρ ∈ {0.1, 1}, Δ0 ∈
+# {50, 150}, adaptive_sips, dpsips and keys="threshold", 0.4 keeps the most keys with count and mean both
+# within 10 % of their bounded values in the worst setting (≥ 86 % of the best share's; 0.3: 69 %, 0.5: 81 %).
+DEFAULT_SELECTION_SHARE = 0.4
+# Grid of sums: 2^⌊log2((upper − lower)/2^16)⌋, so each value moves by at most 2^-17 of its range when
+# rounded (negligible next to clipping and noise) and integers and halves are exact for ranges ≥ 2^16·2^-1.
+_GRID_BITS = 16
+# Above this σ, discrete Gaussian tails are bounded by integrals instead of summed (see `_upper_tail`).
+_EXACT_TAIL_SIGMA = 4096.0
+_TAIL_MARGIN = 1e-9          # relative margin on float tail sums: computed tails are upper bounds
+THRESHOLD_TAG = 0            # PRF tag of the threshold's draw (keys="threshold"); measures use tags ≥ 1
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One released column: `kind` in KINDS; sum/mean also read `column`, clipped to [lower, upper]."""
+
+    name: str
+    kind: str
+    column: str | None = None
+    lower: float | None = None
+    upper: float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidParameter(f"a metric name must be a non-empty string, got {self.name!r}")
+        if self.kind not in KINDS:
+            raise InvalidParameter(f"metric {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.kind in ("users", "count"):
+            if (self.column, self.lower, self.upper) != (None, None, None):
+                raise InvalidParameter(f"metric {self.name!r}: {self.kind} takes no column or bounds")
+            return
+        if not isinstance(self.column, str) or not self.column:
+            raise InvalidParameter(f"metric {self.name!r}: {self.kind} needs a column name (a non-empty string)")
+        lower = real(f"metric {self.name!r} lower", self.lower)
+        upper = real(f"metric {self.name!r} upper", self.upper)
+        if not lower < upper:
+            raise InvalidParameter(f"metric {self.name!r}: lower must be < upper, got [{lower!r}, {upper!r}]")
+        if not math.isfinite(upper - lower):
+            raise InvalidParameter(f"metric {self.name!r}: upper − lower overflows, got [{lower!r}, {upper!r}]")
+        object.__setattr__(self, "lower", lower)
+        object.__setattr__(self, "upper", upper)
+
+
+def parse_metrics(metrics) -> tuple[Metric, ...]:
+    """Metrics from {name: "users" | "count" | (kind, column, lower, upper) | Metric}, in the given order."""
+    if not isinstance(metrics, Mapping) or not metrics:
+        raise InvalidParameter("metrics must be a non-empty dict {name: spec}")
+    out = []
+    for name, spec in metrics.items():
+        if isinstance(spec, Metric):
+            if spec.name != name:
+                raise InvalidParameter(f"metric {name!r} is a Metric named {spec.name!r}")
+            out.append(spec)
+        elif isinstance(spec, str):
+            out.append(Metric(name, spec))
+        elif isinstance(spec, tuple) and len(spec) == 4:
+            out.append(Metric(name, *spec))
+        else:
+            raise InvalidParameter(f"metric {name!r}: give 'users', 'count' or (kind, column, lower, upper), "
+                                   f"got {spec!r}")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One noisy integer per released key. `part` is what the engine computes per key on the grid:
+    "users" (distinct users), "count" (rows) or "sum" (Σ round(clip(v)/step) − offset per row);
+    it gets N_Z(0, sigma²) from PRF sub-key K[b"aggm", tag]. `rho` = sensitivity²/(2σ²), or 0 for a users
+    metric that is the threshold's own draw (tag THRESHOLD_TAG); `half_width` (grid steps) covers the
+    noise with probability `coverage`."""
+
+    metric: str
+    part: str
+    sensitivity: float
+    sigma: float
+    rho: float
+    step: float
+    offset: int
+    tag: int
+    coverage: float | None
+    half_width: int | None
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """keys="threshold": release key k iff c_k + Z ≥ threshold, with c_k = distinct users − (pre_threshold − 1)
+    over keys with c_k ≥ 1 and Z ~ N_Z(0, sigma²) from K[b"aggm", THRESHOLD_TAG]; c_k + Z + pre_threshold − 1
+    is the released users count."""
+
+    sigma: float
+    threshold: int
+    novel_delta: float
+    rho: float
+
+
+@dataclass(frozen=True)
+class AggregatePlan:
+    """Everything private about one aggregate, fixed before any data is read."""
+
+    budget: Budget
+    keys: str
+    algo: str | None
+    metrics: tuple[Metric, ...]
+    measures: tuple[Measure, ...]
+    max_contributions: int
+    max_rows_per_key: int
+    pre_threshold: int
+    selection_share: float | None
+    selection_budget: ZCDP | None          # what the selection mechanism gets (keys="select")
+    threshold: Threshold | None            # keys="threshold"
+    confidence: float | None
+    rho: float                             # Σ of every part's ρ: the call's zCDP
+    zcdp_delta: float                      # the selection's δ (0 with public keys)
+    spent: Spent
+
+    def measure(self, metric: str, part: str) -> Measure:
+        for m in self.measures:
+            if (m.metric, m.part) == (metric, part):
+                return m
+        raise KeyError((metric, part))
+
+    def report_lines(self) -> list[str]:
+        """The plan in words, for reports and `explain`."""
+        lines = [f"budget {self.budget}; spends {self.spent}",
+                 f"keys: {self.keys}" + (f" ({self.algo})" if self.algo else "")
+                 + (f", pre_threshold {self.pre_threshold}" if self.pre_threshold > 1 else "")]
+        if self.selection_budget is not None:
+            lines.append(f"selection: share {self.selection_share:g} → {self.selection_budget}")
+        if self.threshold is not None:
+            t = self.threshold
+            lines.append(f"threshold: users + N_Z(0, {t.sigma:.6g}²) ≥ {t.threshold} (ρ = {t.rho:.6g}, "
+                         f"δ = {t.novel_delta:.3g}; Gopi et al. Thm 5.1 / DP-SIPS Thm 13 with CKS20 Prop. 4)")
+        for m in self.measures:
+            lines.append(f"{m.metric}.{m.part}: ℓ2 sensitivity {m.sensitivity:.6g} (grid {m.step:g}), "
+                         f"σ = {m.sigma:.6g} grid steps, ρ = {m.rho:.6g}"
+                         + (f", ±{m.half_width} at {m.coverage:g}" if m.half_width is not None else ""))
+        return lines
+
+
+# ---------------------------------------------------------------- discrete Gaussian tails
+
+def _upper_tail(t: int, sigma: float) -> float:
+    """An upper bound on P[Z ≥ t] for Z ~ N_Z(0, σ²) and integer t ≥ 0.
+
+    σ ≤ 4096: the exact sum of p(y) ∝ exp(−y²/2σ²) over |y| ≤ 40σ + 40 (the rest is < e^-800), scaled
+    up by 1e-9 for float error. Larger σ: f(y) = exp(−y²/2σ²) decreases on y ≥ 0, so
+    Σ_{y≥t} f(y) ≤ f(t) + ∫_t^∞ f = f(t) + σ√(2π)(1 − Φ(t/σ)) and the normaliser
+    Σ_y f(y) ≥ 1 + 2∫_1^∞ f = 1 + 2σ√(2π)(1 − Φ(1/σ)) (sum–integral comparison); also for t > 40σ + 40.
+    """
+    if t <= 0:
+        return 1.0
+    n = int(40 * sigma) + 40
+    if sigma <= _EXACT_TAIL_SIGMA and t <= n:
+        f = np.exp(-np.arange(n + 1, dtype=np.float64) ** 2 / (2 * sigma * sigma))
+        total = f[0] + 2 * math.fsum(f[1:])
+        return min(1.0, math.fsum(f[t:]) / total * (1 + _TAIL_MARGIN))
+    root = sigma * math.sqrt(2 * math.pi)
+    tail = math.exp(-t * t / (2 * sigma * sigma)) + root * float(ndtr(-t / sigma))
+    norm = 1 + 2 * root * float(ndtr(-1 / sigma))
+    return min(1.0, max(tail / norm * (1 + _TAIL_MARGIN), math.ulp(0.0)))     # > 0 even where floats underflow
+
+
+def _smallest(pred, start: int) -> int:
+    """Smallest integer n ≥ 0 with pred(n), pred monotone, searched from a guess `start`."""
+    lo, hi = -1, max(int(start), 1)
+    while not pred(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if pred(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def half_width(sigma: float, coverage: float) -> int:
+    """Smallest integer h with P[|Z| ≤ h] ≥ coverage for Z ~ N_Z(0, σ²) (symmetric: 2·P[Z ≥ h + 1] ≤ 1 − coverage)."""
+    guess = int(sigma * float(ndtri((1 + coverage) / 2)))
+    return _smallest(lambda h: 2 * _upper_tail(h + 1, sigma) <= 1 - coverage, guess)
+
+
+def threshold_for(sigma: float, novel_delta: float, max_contributions: int) -> int:
+    """Smallest integer T with P[Z ≥ T − 1] ≤ 1 − (1 − δ)^{1/Δ0}, Z ~ N_Z(0, σ²).
+
+    A user's k ≤ Δ0 novel keys have count exactly 1, so one of them passes with probability
+    1 − (1 − P[Z ≥ T − 1])^k ≤ 1 − (1 − δ)^{k/Δ0} ≤ δ (Gopi et al. 2020 Thm 5.1 with ρ(k) = 1; DP-SIPS Thm 13).
+    """
+    q = float(per_item_tail(novel_delta, np.float64(max_contributions)))
+    t = _smallest(lambda t: _upper_tail(t, sigma) <= q, int(-sigma * float(ndtri(q))))
+    return t + 1
+
+
+# ---------------------------------------------------------------- the plan
+
+def grid_step(lower: float, upper: float) -> float:
+    """2^⌊log2((upper − lower)/2^16)⌋: the sum grid of a clipped column (power of two, exact in floats)."""
+    return math.ldexp(1.0, math.frexp((upper - lower) / 2**_GRID_BITS)[1] - 1)
+
+
+def grid_bounds(lower: float, upper: float, step: float) -> tuple[int, int]:
+    """The grid interval [round(lower/step), round(upper/step)] that clipped, rounded values lie in."""
+    return round(lower / step), round(upper / step)
+
+
+def _zcdp_rho_for(budget: EpsDelta, select_delta: float) -> float:
+    """The largest ρ (up to 1e-9 relative) whose δ-approximate ρ-zCDP with δ = `select_delta` states at most
+    (ε, δ) by DP-SIPS Cor. 9: the Spent conversion (δ' = select_delta, or δ' = δ with no selection)."""
+    d_dp = select_delta + (1 - select_delta) * select_delta if select_delta else budget.delta
+    target = (d_dp - select_delta) / (1 - select_delta)
+
+    def ok(rho: float) -> bool:
+        return zcdp_delta(rho, budget.epsilon)[0] <= target
+
+    lo, hi = 0.0, budget.epsilon          # zCDP implies (ε, δ') only with ρ < ε
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+        if hi - lo <= 1e-10 * hi:
+            break
+    rho = lo
+    while rho > 0 and approx_zcdp_epsilon(rho, select_delta, d_dp) > budget.epsilon:
+        rho *= 1 - 1e-9
+    if rho <= 0:
+        raise InvalidParameter(f"the budget {budget} is too small to plan any noise")
+    return rho
+
+
+def _shares(metric_shares, names: list[str]) -> list[float]:
+    if metric_shares is None:
+        return [1.0 / len(names)] * len(names)
+    if not isinstance(metric_shares, Mapping) or set(metric_shares) != set(names):
+        raise InvalidParameter(f"metric_shares must give a share for exactly the metrics {names}, "
+                               f"got {metric_shares!r}")
+    shares = [real(f"metric_shares[{n!r}]", metric_shares[n]) for n in names]
+    if min(shares) <= 0 or not math.isclose(math.fsum(shares), 1.0, rel_tol=0, abs_tol=1e-9):
+        raise InvalidParameter(f"metric_shares must be > 0 and sum to 1, got {metric_shares!r}")
+    return shares
+
+
+def _measure(metric, part, sensitivity, rho, step, offset, tag, coverage) -> Measure:
+    sigma = zcdp_sigma(rho, sensitivity)          # σ = Δ/√(2ρ) (Bun & Steinke 2016 Prop. 1.6; CKS20 Prop. 4)
+    hw = None if coverage is None else half_width(sigma, coverage)
+    return Measure(metric, part, float(sensitivity), sigma, rho, step, offset, tag, coverage, hw)
+
+
+def plan_aggregate(budget: Budget, metrics, *, max_contributions: int, max_rows_per_key: int = 1,
+                   keys: str = "select", algo: str | None = None, selection_share: float | None = None,
+                   metric_shares: Mapping[str, float] | None = None, confidence: float | None = None,
+                   pre_threshold: int = 1) -> AggregatePlan:
+    """The private plan of one aggregate (spec: docs/specs/private-group-by.md).
+
+    keys: "select" (a select() mechanism `algo` picks keys on `selection_share` of the budget),
+    "threshold" (Gaussian thresholding of distinct-user counts on that share, whose noisy count is the
+    released `users` metric) or "public" (a public key set: no selection, no δ).
+    """
+    if not isinstance(budget, (EpsDelta, ZCDP)):
+        raise InvalidParameter(f"budget must be EpsDelta or ZCDP, got {budget!r}")
+    metric_specs = parse_metrics(metrics)
+    d0 = _check_max_contributions(max_contributions)
+    m = integer("max_rows_per_key", max_rows_per_key, 1, 10**9)
+    k = integer("pre_threshold", pre_threshold, 1, 10**9)
+    if keys not in KEY_MODES:
+        raise InvalidParameter(f"keys must be one of {KEY_MODES}, got {keys!r}")
+    if (keys == "select") != (algo is not None):
+        raise InvalidParameter("algo names the selection mechanism exactly when keys='select'")
+    if confidence is not None:
+        confidence = real("confidence", confidence)
+        if not 0 < confidence < 1:
+            raise InvalidParameter(f"confidence must be in (0, 1), got {confidence!r}")
+    if k > 1 and keys == "public":
+        raise InvalidParameter("pre_threshold does not apply to public keys: every public key is released")
+    if k > 1 and keys == "select" and algo not in PRE_THRESHOLD_SELECTIONS:
+        raise InvalidParameter(
+            f"pre_threshold has no privacy proof for the weighted selection {algo!r}: the user who brings a "
+            f"key to {k} users moves its weight by every holder's contribution, not only their own. "
+            f"Use keys='threshold' or one of {PRE_THRESHOLD_SELECTIONS}")
+    names = [mt.name for mt in metric_specs]
+    out_cols = names + ([f"{n}_{s}" for n in names for s in ("low", "high")] if confidence is not None else [])
+    if len(set(out_cols)) != len(out_cols):
+        raise InvalidParameter(f"metric names and their _low/_high columns must be distinct, got {names}")
+
+    # Which parts get budget: every metric, except users metrics reusing the threshold's noisy count.
+    budgeted = [mt for mt in metric_specs if not (keys == "threshold" and mt.kind == "users")]
+    selects = keys != "public"
+    if not selects:
+        if selection_share is not None:
+            raise InvalidParameter("selection_share does not apply to public keys: they need no selection budget")
+        share = None
+    elif not budgeted:
+        if selection_share is not None:
+            raise InvalidParameter("with keys='threshold' and only users metrics the threshold gets the whole budget")
+        share = 1.0
+    else:
+        share = DEFAULT_SELECTION_SHARE if selection_share is None else real("selection_share", selection_share)
+        if not 0 < share < 1:
+            raise InvalidParameter(f"selection_share must be in (0, 1), got {selection_share!r}")
+    shares = _shares(metric_shares, [mt.name for mt in budgeted]) if budgeted else []
+
+    # Total ρ and the selection's δ (spec §accounting).
+    if isinstance(budget, ZCDP):
+        rho, sel_delta = budget.rho, (budget.delta if selects else 0.0)
+    else:
+        sel_delta = budget.delta / 2 if selects else 0.0
+        rho = _zcdp_rho_for(budget, sel_delta)
+    fractions = ([share] + [(1 - share) * s for s in shares]) if share is not None else shares
+    parts = _exact_parts(rho, fractions)          # Σ parts == ρ exactly, the last part takes the rest
+    sel_rho = parts.pop(0) if selects else None
+
+    coverage = confidence
+    mean_coverage = None if confidence is None else 1 - (1 - confidence) / 2     # union bound over 2 parts
+    measures: list[Measure] = []
+    threshold = None
+    root = math.sqrt(d0)
+    if keys == "threshold":
+        assert sel_rho is not None
+        # Distinct-user counts: ℓ2 sensitivity √Δ0 over existing keys (Gopi et al. journal Thm A.2).
+        sigma = zcdp_sigma(sel_rho, root)
+        threshold = Threshold(sigma, threshold_for(sigma, sel_delta, d0), sel_delta, sel_rho)
+    tag = THRESHOLD_TAG + 1
+    for mt in metric_specs:
+        if mt.kind == "users" and threshold is not None:
+            hw = None if coverage is None else half_width(threshold.sigma, coverage)
+            measures.append(Measure(mt.name, "users", root, threshold.sigma, 0.0, 1.0, 0, THRESHOLD_TAG, coverage, hw))
+            continue
+        r = parts.pop(0)
+        if mt.kind == "users":           # a user adds 1 to each of ≤ Δ0 keys: ℓ2 = √Δ0
+            measures.append(_measure(mt.name, "users", root, r, 1.0, 0, tag, coverage))
+        elif mt.kind == "count":         # ≤ m rows on each of ≤ Δ0 keys: ℓ2 = m√Δ0
+            measures.append(_measure(mt.name, "count", m * root, r, 1.0, 0, tag, coverage))
+        else:
+            assert mt.lower is not None and mt.upper is not None
+            step = grid_step(mt.lower, mt.upper)
+            lo, hi = grid_bounds(mt.lower, mt.upper, step)
+            if mt.kind == "sum":         # ≤ m values in [lo, hi] grid steps per key: ℓ2 = m·max(|lo|, |hi|)·√Δ0
+                measures.append(_measure(mt.name, "sum", m * max(abs(lo), abs(hi)) * root, r, step, 0, tag, coverage))
+            else:
+                # mean = offset + Σ(v − offset)/count: the centred sum (values within ⌈(hi − lo)/2⌉ of the
+                # offset) and the count share the metric's ρ evenly (minimax for the mean's variance, spec).
+                off = (lo + hi) // 2
+                b = max(off - lo, hi - off)
+                r_sum, r_count = _exact_parts(r, [0.5, 0.5])
+                measures.append(_measure(mt.name, "sum", m * b * root, r_sum, step, off, tag, mean_coverage))
+                tag += 1
+                measures.append(_measure(mt.name, "count", m * root, r_count, 1.0, 0, tag, mean_coverage))
+        tag += 1
+
+    total = math.fsum([sel_rho or 0.0] + [x.rho for x in measures])
+    spent = _spent(budget, total, sel_delta)
+    sel_budget = ZCDP(sel_rho, sel_delta) if keys == "select" and sel_rho is not None else None
+    return AggregatePlan(budget, keys, algo, metric_specs, tuple(measures), d0, m, k,
+                         share if selects else None, sel_budget, threshold, confidence, total, sel_delta, spent)
+
+
+def _spent(budget: Budget, rho: float, sel_delta: float) -> Spent:
+    """The call's guarantee: δ-approximate ρ-zCDP, stated as (ε, δ) by DP-SIPS Cor. 9 with δ' = δ
+    (= Spent.of), or with no selection δ' = the request's δ."""
+    d_dp = sel_delta + (1 - sel_delta) * sel_delta if sel_delta else budget.delta
+    return Spent(approx_zcdp_epsilon(rho, sel_delta, d_dp), d_dp, rho, sel_delta)
+
+
+# ---------------------------------------------------------------- post-processing
+
+def finish_mean(noisy_sum, noisy_count, lower: float, upper: float, step: float, offset: int) -> np.ndarray:
+    """Mean = offset + noisy centred sum / noisy count, in value units, clamped to [lower, upper]
+    (post-processing, Dwork & Roth Prop. 2.1); the midpoint where the noisy count is ≤ 0."""
+    s = np.asarray(noisy_sum, dtype=np.float64)
+    c = np.asarray(noisy_count, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(c > 0, (offset + s / np.where(c > 0, c, 1.0)) * step, (lower + upper) / 2)
+    return np.clip(mean, lower, upper)
+
+
+def mean_interval(noisy_sum, noisy_count, lower: float, upper: float, step: float, offset: int,
+                  sum_half_width: int, count_half_width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Interval of the mean from the boxes [Ŝ ± h_S] × [Ĉ ± h_C] (each at 1 − (1 − c)/2, so both hold with
+    probability ≥ c): the range of offset + S/C over the box, clamped; [lower, upper] if C ≤ 0 fits."""
+    hs, hc = float(sum_half_width), float(count_half_width)        # the box's four corners per key:
+    s = np.asarray(noisy_sum, dtype=np.float64)[:, None] + np.array([-hs, -hs, hs, hs])
+    c = np.asarray(noisy_count, dtype=np.float64)[:, None] + np.array([-hc, hc, -hc, hc])
+    bounded = c[:, 0] > 0          # the box's smallest count; S/C is monotone in S and C there, so corners suffice
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = (offset + s / np.where(c > 0, c, 1.0)) * step
+    low = np.where(bounded, ratios.min(axis=1), lower)
+    high = np.where(bounded, ratios.max(axis=1), upper)
+    return np.clip(low, lower, upper), np.clip(high, lower, upper)
+
+
+def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> dict[str, np.ndarray]:
+    """Released columns (name, then name_low/name_high with confidence) from each measure's noisy integers
+    per key, in the keys' (sorted) order: a function of released numbers and the plan only."""
+    out: dict[str, np.ndarray] = {}
+    for mt in plan.metrics:
+        if mt.kind == "mean":
+            assert mt.lower is not None and mt.upper is not None
+            ms, mc = plan.measure(mt.name, "sum"), plan.measure(mt.name, "count")
+            s, c = noisy[(mt.name, "sum")], noisy[(mt.name, "count")]
+            out[mt.name] = finish_mean(s, c, mt.lower, mt.upper, ms.step, ms.offset)
+            if plan.confidence is not None:
+                assert ms.half_width is not None and mc.half_width is not None
+                lo, hi = mean_interval(s, c, mt.lower, mt.upper, ms.step, ms.offset, ms.half_width, mc.half_width)
+                out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo, hi
+            continue
+        ms = plan.measure(mt.name, mt.kind)
+        x = np.asarray(noisy[(mt.name, mt.kind)], dtype=np.int64)
+        if mt.kind == "sum":
+            out[mt.name] = x.astype(np.float64) * ms.step        # exact: power-of-two step, |x| < 2^53
+        elif ms.tag == THRESHOLD_TAG:     # the threshold's noisy c_k = users − (pre_threshold − 1): shift back
+            x = x + (plan.pre_threshold - 1)
+            out[mt.name] = x
+        else:
+            out[mt.name] = x
+        if plan.confidence is not None:
+            assert ms.half_width is not None
+            lo_i, hi_i = x - ms.half_width, x + ms.half_width
+            if mt.kind == "sum":
+                out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo_i * ms.step, hi_i * ms.step
+            else:                  # counts are ≥ 0: clamping the interval is post-processing
+                out[f"{mt.name}_low"], out[f"{mt.name}_high"] = np.maximum(lo_i, 0), hi_i
+    return out

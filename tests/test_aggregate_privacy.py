@@ -1,0 +1,337 @@
+"""Privacy core of private GROUP BY (docs/specs/private-group-by.md): plan validation, σ from ℓ2
+sensitivity, exact budget split, the keyed discrete Gaussian array, confidence, threshold, means."""
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import chi2
+
+from duckdp.discrete import discrete_gaussian_array
+from duckdp.errors import InvalidParameter
+from duckdp.prf import PRFKey
+from duckdp.privacy.aggregate import (
+    THRESHOLD_TAG,
+    Metric,
+    finish,
+    finish_mean,
+    grid_bounds,
+    grid_step,
+    half_width,
+    mean_interval,
+    parse_metrics,
+    plan_aggregate,
+    threshold_for,
+)
+from duckdp.privacy.budget import ZCDP, EpsDelta
+from duckdp.privacy.calibration import per_item_tail
+
+METRICS = {"raters": "users", "ratings": "count", "stars": ("sum", "rating", 1, 5), "avg": ("mean", "rating", 1, 5)}
+
+
+def pmf(sigma: float, ys: np.ndarray) -> np.ndarray:
+    """Exact N_Z(0, σ²) probabilities (normaliser summed far into the tails)."""
+    n = int(60 * sigma) + 60
+    norm = math.fsum(np.exp(-np.arange(-n, n + 1, dtype=float) ** 2 / (2 * sigma**2)))
+    return np.exp(-np.asarray(ys, dtype=float) ** 2 / (2 * sigma**2)) / norm
+
+
+def plan(budget=None, metrics=None, **kw):
+    kw.setdefault("max_contributions", 4)
+    kw.setdefault("keys", "select")
+    if kw["keys"] == "select":
+        kw.setdefault("algo", "dpsips")
+    return plan_aggregate(budget or ZCDP(0.5, 1e-6), METRICS if metrics is None else metrics, **kw)
+
+
+# ---------------------------------------------------------------- validation
+
+@pytest.mark.parametrize("spec, match", [
+    ({"x": "median"}, "kind must be one of"),
+    ({"x": ("sum", "v", 5, 1)}, "lower must be < upper"),
+    ({"x": ("sum", "v", 1, 1)}, "lower must be < upper"),
+    ({"x": ("mean", "v", 0, math.inf)}, "finite"),
+    ({"x": ("mean", "v", True, 2)}, "must be a number"),
+    ({"x": ("sum", "", 0, 1)}, "needs a column name"),
+    ({"x": ("sum", None, 0, 1)}, "needs a column name"),
+    ({"x": ("sum", "v", 0)}, "give 'users', 'count'"),
+    ({"x": ("sum", "v", -1.7e308, 1.7e308)}, "overflows"),
+    ({"": "count"}, "non-empty string"),
+    ({}, "non-empty dict"),
+])
+def test_bad_metric_specs_are_refused(spec, match):
+    with pytest.raises(InvalidParameter, match=match):
+        parse_metrics(spec)
+
+
+def test_metric_specs_parse_in_order():
+    ms = parse_metrics(METRICS)
+    assert [m.name for m in ms] == list(METRICS)
+    assert ms[2] == Metric("stars", "sum", "rating", 1.0, 5.0)
+    with pytest.raises(InvalidParameter, match="takes no column"):
+        Metric("n", "count", "rating")
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"max_contributions": 0}, "max_contributions"),
+    ({"max_rows_per_key": 0}, "max_rows_per_key"),
+    ({"max_rows_per_key": 1.5}, "max_rows_per_key"),
+    ({"selection_share": 1.0}, "selection_share must be in"),
+    ({"selection_share": 0}, "selection_share must be in"),
+    ({"confidence": 1.0}, "confidence must be in"),
+    ({"metric_shares": {"raters": 1.0}}, "exactly the metrics"),
+    ({"metric_shares": {"raters": 0.5, "ratings": 0.5, "stars": 0.5, "avg": -0.5}}, "> 0 and sum to 1"),
+    ({"keys": "all"}, "keys must be one of"),
+    ({"keys": "threshold", "algo": "dpsips"}, "algo names"),
+    ({"keys": "public", "selection_share": 0.3}, "public keys"),
+    ({"keys": "public", "pre_threshold": 5}, "public keys"),
+    ({"algo": "dpsips", "pre_threshold": 5}, "no privacy proof for the weighted selection 'dpsips'"),
+    ({"algo": "adaptive_sips", "pre_threshold": 2}, "no privacy proof"),
+    ({"keys": "threshold", "metrics": {"n": "users"}, "selection_share": 0.5}, "whole budget"),
+    ({"confidence": 0.9, "metrics": {"a": "count", "a_low": "users"}}, "distinct"),
+])
+def test_bad_plans_are_refused(kw, match):
+    with pytest.raises(InvalidParameter, match=match):
+        plan(**kw)
+
+
+def test_default_selection_share_is_the_measured_one():
+    assert plan().selection_share == 0.4 and plan().selection_budget.rho == pytest.approx(0.2, rel=1e-15)
+
+
+def test_pre_threshold_allowed_where_proved():
+    for kw in ({"algo": "count_gaussian"}, {"algo": "count_laplace"}, {"keys": "threshold"}):
+        assert plan(pre_threshold=10, **kw).pre_threshold == 10
+
+
+# ---------------------------------------------------------------- σ and the split
+
+def test_sigma_uses_l2_sensitivity():
+    """σ = Δ2/√(2ρ_m): count m√Δ0, users √Δ0, sum m·max(|lo|, |hi|)·√Δ0 — ℓ1 (Δ0·…) would double them here."""
+    p = plan(max_contributions=4, max_rows_per_key=3, selection_share=0.4,
+             metrics={"n": "users", "c": "count", "s": ("sum", "v", -2, 6)})
+    rho_m = 0.5 * 0.6 / 3
+    step = grid_step(-2.0, 6.0)
+    assert step == 2.0**-13 and grid_bounds(-2.0, 6.0, step) == (-16384, 49152)
+    expected = {"users": 2.0, "count": 3 * 2.0, "sum": 3 * 49152 * 2.0}
+    for m in p.measures:
+        assert m.rho == pytest.approx(rho_m, rel=1e-12)
+        assert m.sigma == pytest.approx(expected[m.part] / math.sqrt(2 * rho_m), rel=1e-11)
+        assert m.sigma >= expected[m.part] / math.sqrt(2 * m.rho)           # rounded up, never down
+
+
+@pytest.mark.parametrize("budget", [ZCDP(0.5, 1e-6), ZCDP(3e-3, 1e-9), EpsDelta(1.0, 1e-6)])
+@pytest.mark.parametrize("keys", ["select", "threshold", "public"])
+def test_sigma_reproduces_each_measures_rho(budget, keys):
+    p = plan(budget, keys=keys, max_rows_per_key=2)
+    for m in p.measures:
+        if m.rho:
+            achieved = m.sensitivity**2 / (2 * m.sigma**2)
+            assert m.rho * (1 - 1e-11) <= achieved <= m.rho
+    parts = [m.rho for m in p.measures] + [p.selection_budget.rho if p.selection_budget else 0.0]
+    parts.append(p.threshold.rho if p.threshold else 0.0)
+    assert math.fsum(parts) == p.rho
+
+
+def test_mean_is_a_centred_sum_and_a_count_splitting_its_share():
+    p = plan(keys="public", metrics={"avg": ("mean", "rating", 1, 5)}, max_contributions=9)
+    s, c = p.measure("avg", "sum"), p.measure("avg", "count")
+    assert s.rho + c.rho == 0.5 and s.rho == c.rho
+    lo, hi = grid_bounds(1.0, 5.0, s.step)
+    assert s.offset == (lo + hi) // 2 and s.sensitivity == (hi - s.offset) * 3 and c.sensitivity == 3
+    assert s.tag != c.tag
+
+
+@pytest.mark.parametrize("keys", ["select", "threshold", "public"])
+def test_spent_never_exceeds_the_request(keys):
+    for rho in (1e-3, 0.1, 1.0, 10.0):
+        for delta in (1e-9, 1e-5):
+            p = plan(ZCDP(rho, delta), keys=keys)
+            assert p.spent.rho == p.rho == rho and p.spent.zcdp_delta <= delta
+            assert p.zcdp_delta == (0.0 if keys == "public" else delta)
+    for eps in (0.1, 1.0, 5.0):
+        for delta in (1e-9, 1e-5):
+            p = plan(EpsDelta(eps, delta), keys=keys)
+            assert p.spent.epsilon <= eps and p.spent.delta <= delta
+            assert p.spent.epsilon >= eps * (1 - 1e-6)                     # and nearly all of it is used
+
+
+def test_threshold_mode_reuses_the_threshold_for_users():
+    p = plan(keys="threshold", max_contributions=3, selection_share=0.5)
+    users = p.measure("raters", "users")
+    assert users.rho == 0 and users.sigma == p.threshold.sigma and users.tag == THRESHOLD_TAG
+    assert THRESHOLD_TAG not in [m.tag for m in p.measures if m.rho]        # metrics draw fresh noise
+    assert p.threshold.sigma == pytest.approx(math.sqrt(3) / math.sqrt(2 * 0.25), rel=1e-11)
+    only = plan(keys="threshold", metrics={"n": "users"})
+    assert only.threshold.rho == only.rho == 0.5 and only.selection_share == 1.0
+
+
+# ---------------------------------------------------------------- discrete Gaussian array
+
+def chi_square(draws: np.ndarray, sigma: float, cut: int) -> tuple[float, int]:
+    ys = np.arange(-cut + 1, cut)
+    expected = pmf(sigma, ys) * draws.size
+    tail = draws.size - expected.sum()
+    observed = np.array([np.sum(draws == y) for y in ys])
+    obs = np.append(observed, np.sum(np.abs(draws) >= cut))
+    exp = np.append(expected, tail)
+    return float(np.sum((obs - exp) ** 2 / exp)), obs.size - 1
+
+
+@pytest.mark.parametrize("sigma, cut", [(0.8, 3), (1.5, 5)])
+def test_array_sampler_matches_the_exact_pmf(sigma, cut):
+    """Chi-square against the exact pmf at the 0.999 quantile; the same test rejects σ·1.15 (power)."""
+    n = 5000
+    key = PRFKey.from_seed(20).derive(b"aggm", 0)
+    draws = discrete_gaussian_array(key, np.zeros(n, np.uint64), np.arange(n, dtype=np.uint64), sigma)
+    stat, df = chi_square(draws, sigma, cut)
+    assert stat < chi2.ppf(0.999, df)
+    wrong = discrete_gaussian_array(key, np.ones(n, np.uint64), np.arange(n, dtype=np.uint64), sigma * 1.15)
+    assert chi_square(wrong, sigma, cut)[0] > chi2.ppf(0.999, df)
+
+
+def test_array_sampler_is_keyed_per_counter_and_reproducible():
+    key = PRFKey.from_seed(7).derive(b"aggm", 3)
+    hi, lo = np.zeros(50, np.uint64), np.arange(50, dtype=np.uint64)
+    a = discrete_gaussian_array(key, hi, lo, 40.0)
+    assert np.array_equal(a, discrete_gaussian_array(PRFKey.from_seed(7).derive(b"aggm", 3), hi, lo, 40.0))
+    sub = discrete_gaussian_array(key, hi[[31, 4, 17]], lo[[31, 4, 17]], 40.0)   # other keys absent, reordered
+    assert np.array_equal(sub, a[[31, 4, 17]])
+    other = discrete_gaussian_array(PRFKey.from_seed(7).derive(b"aggm", 4), hi, lo, 40.0)
+    assert np.mean(other == a) < 0.1                                     # another measure: fresh noise
+    assert a.dtype == np.int64 and len(set(a.tolist())) > 25             # fresh per key
+    neg = discrete_gaussian_array(key, np.full(2, -1, np.int64), np.array([-5, 5], np.int64), 40.0)
+    assert neg.shape == (2,)                                             # int64 counters reinterpreted
+
+
+# ---------------------------------------------------------------- thresholds and confidence
+
+def test_threshold_is_the_smallest_integer_meeting_the_tail():
+    for sigma, delta, d0 in ((2.3, 1e-3, 3), (7.1, 1e-6, 20), (0.6, 1e-4, 1)):
+        t = threshold_for(sigma, delta, d0)
+        q = float(per_item_tail(delta, np.float64(d0)))
+        ys = np.arange(0, int(60 * sigma) + 60)
+        p = pmf(sigma, ys)                      # P[Z ≥ s] = Σ p[s:] for s ≥ 0
+        assert math.fsum(p[t - 1:]) <= q < math.fsum(p[t - 2:])
+
+
+@pytest.mark.parametrize("sigma, conf", [(0.9, 0.9), (3.7, 0.95), (250.0, 0.5)])
+def test_half_width_is_minimal_and_covers(sigma, conf):
+    h = half_width(sigma, conf)
+    ys = np.arange(-h, h + 1)
+    assert math.fsum(pmf(sigma, ys)) >= conf > math.fsum(pmf(sigma, ys[1:-1]))
+
+
+def test_tail_bounds_hold_beyond_the_summed_range():
+    from duckdp.privacy.aggregate import _upper_tail
+    assert 0 < _upper_tail(200, 2.0)                                     # beyond 40σ + 40: a bound, not 0
+    for t in (1, 3, 9):                                                  # the bound is ≥ the exact tail
+        exact = math.fsum(pmf(2.0, np.arange(t, 200)))
+        assert exact <= _upper_tail(t, 2.0) <= exact * (1 + 1e-8)
+
+
+def test_half_width_bound_above_the_exact_range_is_at_most_one_step_wide():
+    sigma, conf = 5000.0, 0.95
+    h = half_width(sigma, conf)
+    p = pmf(sigma, np.arange(-3 * 5000, 3 * 5000 + 1))
+    cover = lambda w: math.fsum(p[15000 - w:15000 + w + 1])      # noqa: E731
+    assert cover(h) >= conf and cover(h - 2) < conf
+
+
+def test_confidence_intervals_cover_at_the_nominal_rate():
+    p = plan(keys="public", metrics={"n": "count"}, confidence=0.9, budget=ZCDP(0.02, 1e-6))
+    m = p.measure("n", "count")
+    n = 4000
+    key = PRFKey.from_seed(11).derive(b"aggm", m.tag)
+    noise = discrete_gaussian_array(key, np.zeros(n, np.uint64), np.arange(n, dtype=np.uint64), m.sigma)
+    true = np.full(n, 1000, np.int64)
+    out = finish(p, {("n", "count"): true + noise})
+    covered = np.mean((out["n_low"] <= true) & (true <= out["n_high"]))
+    exact = math.fsum(pmf(m.sigma, np.arange(-m.half_width, m.half_width + 1)))
+    assert exact >= 0.9
+    assert abs(covered - exact) < 4 * math.sqrt(exact * (1 - exact) / n)
+
+
+def test_mean_intervals_cover_the_bounded_mean():
+    p = plan(keys="public", metrics={"avg": ("mean", "v", 1, 5)}, confidence=0.9, budget=ZCDP(40.0, 1e-6),
+             max_contributions=1)
+    ms, mc = p.measure("avg", "sum"), p.measure("avg", "count")
+    n, rows = 1500, 30
+    values = np.linspace(1.5, 4.5, rows)                             # on the grid after rounding
+    s_true = int(np.sum(np.round(values / ms.step).astype(np.int64) - ms.offset))
+    key = PRFKey.from_seed(12)
+    zs = discrete_gaussian_array(key.derive(b"aggm", ms.tag), np.zeros(n, np.uint64), np.arange(n, dtype=np.uint64),
+                                 ms.sigma)
+    zc = discrete_gaussian_array(key.derive(b"aggm", mc.tag), np.zeros(n, np.uint64), np.arange(n, dtype=np.uint64),
+                                 mc.sigma)
+    out = finish(p, {("avg", "sum"): s_true + zs, ("avg", "count"): rows + zc})
+    truth = (ms.offset + s_true / rows) * ms.step
+    covered = (out["avg_low"] <= truth) & (truth <= out["avg_high"])
+    assert np.mean(covered) >= 0.9 - 4 * math.sqrt(0.09 / n)
+    assert np.mean(out["avg_high"] - out["avg_low"]) < 2.0             # informative, not [1, 5]
+    assert np.all((out["avg"] >= 1) & (out["avg"] <= 5))
+
+
+# ---------------------------------------------------------------- post-processing
+
+def test_finish_mean_clamps_and_handles_non_positive_counts():
+    step, off = grid_step(1.0, 5.0), 49152
+    mean = finish_mean(np.array([10**9, -10**9, 0, 5, 7]), np.array([3, 3, 4, 0, -2]), 1.0, 5.0, step, off)
+    assert mean.tolist() == [5.0, 1.0, off * step, 3.0, 3.0]
+    assert off * step == 3.0
+
+
+def test_mean_interval_falls_back_to_the_range_when_the_count_may_be_zero():
+    lo, hi = mean_interval(np.array([0, 0]), np.array([5, 50]), 1.0, 5.0, 1.0, 3, 10, 5)
+    assert (lo[0], hi[0]) == (1.0, 5.0)
+    assert lo[1] == pytest.approx(3 - 10 / 45) and hi[1] == pytest.approx(3 + 10 / 45)
+
+
+def test_finish_releases_grid_sums_and_shifts_thresholded_users():
+    p = plan(keys="threshold", pre_threshold=5, metrics={"n": "users", "s": ("sum", "v", 0, 8)})
+    s = p.measure("s", "sum")
+    out = finish(p, {("n", "users"): np.array([3, 40]), ("s", "sum"): np.array([2**15, -3])})
+    assert out["n"].tolist() == [7, 44]                   # c + Z + (pre_threshold − 1)
+    assert out["s"].tolist() == [2**15 * s.step, -3 * s.step] and s.step == 2.0**-13
+
+
+# ---------------------------------------------------------------- sensitivity audit (numpy reference stages)
+
+AUDIT_METRICS = {"n": "users", "c": "count", "s": ("sum", "v", -2, 6), "a": ("mean", "v", 1, 5)}
+
+
+def audit_gaps(**broken) -> dict:
+    """‖M(D ∪ {u}) − M(D)‖₂² / Δ² per measure for an adversarial user u: 5 rows of ~10⁶ on each of 12 keys
+    (10 released); ≤ 1 means the plan's sensitivity holds."""
+    from reference_aggregate import bounded_measures
+    p = plan(keys="public", metrics=AUDIT_METRICS, max_contributions=3, max_rows_per_key=2)
+    rng = np.random.default_rng(5)
+    users, keys = rng.integers(0, 40, 400).tolist(), rng.integers(0, 12, 400).tolist()
+    values = rng.uniform(-3, 7, 400).round(2).tolist()
+    released = list(range(10))
+    extra = [(999, k, 1e6 + r) for k in range(12) for r in range(5)]
+    u2, k2, v2 = (users + [e[0] for e in extra], keys + [e[1] for e in extra], values + [e[2] for e in extra])
+    before = bounded_measures(p, users, keys, values, released, **broken)
+    after = bounded_measures(p, u2, k2, v2, released, **broken)
+    out = {}
+    for ms in p.measures:
+        d = after[(ms.metric, ms.part)] - before[(ms.metric, ms.part)]
+        out[(ms.metric, ms.part)] = float(sum(int(x) ** 2 for x in d)) / ms.sensitivity**2
+    return out
+
+
+def test_sensitivity_holds_and_is_tight_for_the_worst_user():
+    gaps = audit_gaps()
+    assert all(g <= 1 + 1e-12 for g in gaps.values()), gaps
+    assert gaps[("n", "users")] == pytest.approx(1) and gaps[("c", "count")] == pytest.approx(1)
+    assert gaps[("s", "sum")] == pytest.approx(1) and gaps[("a", "sum")] == pytest.approx(1)
+
+
+@pytest.mark.parametrize("broken, caught", [
+    ({"clip": False}, [("s", "sum"), ("a", "sum")]),
+    ({"cap_rows": False}, [("c", "count"), ("a", "count"), ("s", "sum")]),
+    ({"cap_keys": False}, [("n", "users"), ("c", "count")]),
+])
+def test_sensitivity_audit_catches_broken_bounds(broken, caught):
+    gaps = audit_gaps(**broken)
+    for m in caught:
+        assert gaps[m] > 1.5, (m, gaps[m])
