@@ -1,7 +1,6 @@
 -- duckdp macros for the DuckDB shell: differentially private partition selection in pure SQL.
 --
---   .read duckdp.sql          (print this file with `duckdp macros > duckdp.sql`)
---   SELECT setseed(0.42);     -- optional: reproducible runs, for tests and demos only
+--   .read duckdp.sql          (write it with `duckdp macros -o duckdp.sql`: it holds a fresh secret)
 --   SELECT * FROM duckdp_weighted_gaussian('reviews', 'user_id', 'item', epsilon := 1, delta := 1e-6);
 --
 -- Table macros (user-level privacy: adding/removing one user with all their rows):
@@ -20,16 +19,16 @@
 -- Scalar macros: duckdp_ndtr (Φ), duckdp_ndtri (Φ⁻¹), duckdp_erf, duckdp_expm1, duckdp_log1p,
 -- duckdp_zcdp_sigma, duckdp_analytic_gaussian_sigma, duckdp_gaussian_threshold.
 --
--- RANDOMNESS — NOT CRYPTOGRAPHIC. Noise here comes from DuckDB's random() (a PCG generator that
--- setseed() reseeds), which is not a cryptographically secure source, and from DuckDB's hash(),
--- which is not a keyed PRF: whoever can predict random() can undo the noise. Each round draws
--- 64-bit salts from random() once, in a one-row AS MATERIALIZED CTE; every item's noise is then
--- Φ⁻¹ of a uniform taken from hash(salt, key id), the key id being the key's rank among the
--- round's keys (so distinct keys never share a counter). So no volatile call is ever substituted
--- into a macro argument, noise is fresh per item and per round, and runs are reproducible after
--- setseed() whatever the thread count. For secure noise use Python: `duckdp.install_macros(con)`
--- installs these same macros with duckdp's noise UDFs (keyed by a secret from os.urandom) in
--- place of the <duckdp:noise-hooks> block below.
+-- RANDOMNESS — A KEYED PRF. Every noise value and the truncation order are SHA-256 of this file's
+-- secret (duckdp_secret(), 256 bits from os.urandom written by `duckdp macros`; keep the file
+-- private: `duckdp macros -o duckdp.sql` creates it mode 0600) followed by a fixed-length message:
+-- salt ‖ key id for noise, salt ‖ hash(user, key) for truncation. Each call draws a fresh nonce
+-- (uuid(), the transaction time and a sequence), and the salts of its rounds are PRF values of
+-- (nonce, round, purpose), so calls never share noise. DuckDB's random(), uuid() and hash() only make
+-- the inputs distinct; none of them is relied on for secrecy, and setseed() does not make runs
+-- reproducible. `duckdp macros --test-key N` (or duckdp.install_macros(con, seed=N)) writes the
+-- documented, public key of test N instead: with it, setseed() makes runs reproducible, the
+-- releases are NOT private, and every table macro's result carries `duckdp_seeded = true`.
 --
 -- The privacy calibration (σ and thresholds) is computed here in SQL and equals duckdp's Python
 -- calibration (duckdp.privacy.calibration) to 1e-9 relative; duckdp's tests check this.
@@ -38,10 +37,6 @@
 -- ---------------------------------------------------------------------------------------------
 -- Scalar math. DuckDB has no erf, Φ, Φ⁻¹, expm1 or log1p; these match scipy to ≤ 1e-12 relative.
 -- ---------------------------------------------------------------------------------------------
-
--- U(0, 1), open interval, from the top 53 bits of a mixing hash of a 64-bit counter.
-CREATE OR REPLACE TEMP MACRO duckdp_hash_uniform(counter) AS
-  ((hash(counter::UBIGINT) >> 11)::DOUBLE + 0.5e0) * 1.1102230246251565e-16;
 
 -- (Macros below evaluate their argument once via list_transform([arg], lambda v: …)[1]: a macro
 -- argument is substituted at every use, which would multiply the expression size when nested.)
@@ -128,16 +123,49 @@ CREATE OR REPLACE TEMP MACRO duckdp_ndtri(p) AS list_transform([p::DOUBLE], lamb
       + 42.313330701600911252e0) * r + 1.0e0))[1])[1]
   ELSE sign(u - 0.5e0) * duckdp_ndtri_tail(sqrt(-ln(least(u, 1.0e0 - u)))) END)[1];
 
--- <duckdp:noise-hooks> pure-SQL noise; duckdp.install_macros replaces this block with UDFs
--- A fresh 64-bit salt from two random() draws (volatile: call it only in a one-row CTE).
-CREATE OR REPLACE TEMP MACRO duckdp_salt() AS
-  ((floor(random() * 4294967296.0e0)::UBIGINT << 32) | floor(random() * 4294967296.0e0)::UBIGINT);
--- value + scale·N(0, 1), the normal drawn by inversion of a hash uniform of the counter (salt, key id):
--- key ids are distinct within a round and hash(salt, ·) is injective for a fixed salt (DuckDB mixes
--- the second argument with a bijective murmur64 finaliser), so distinct keys get distinct counters.
+-- ---------------------------------------------------------------------------------------------
+-- Keyed randomness. The secret is 64 hex characters, exactly one SHA-256 block, so
+-- sha256(secret ‖ m) = f(f(IV, secret), pad(m)) is the cascade construction keyed by the secret
+-- chaining value; every message below is shorter than 56 bytes and of a fixed length per leading
+-- domain letter (a prefix-free set), on which the cascade is a PRF if SHA-256's compression
+-- function is (Bellare, Canetti & Krawczyk, FOCS 1996, Thm 3.1; the assumption behind HMAC).
+-- ---------------------------------------------------------------------------------------------
+
+-- <duckdp:key> rendered by `duckdp macros` / duckdp.install_macros (this line fails unrendered)
+CREATE OR REPLACE TEMP MACRO duckdp_secret() AS __DUCKDP_SECRET__;
+CREATE OR REPLACE TEMP MACRO duckdp_seeded() AS __DUCKDP_SEEDED__;
+-- </duckdp:key>
+
+-- v as 16 upper-case hex digits (a fixed-length field of a PRF message).
+CREATE OR REPLACE TEMP MACRO duckdp_hex64(v) AS lpad(to_hex(v::UBIGINT), 16, '0');
+
+-- The PRF: the first 64 bits of sha256(secret ‖ msg), as a UBIGINT.
+CREATE OR REPLACE TEMP MACRO duckdp_prf(msg) AS ('0x' || left(sha256(duckdp_secret() || msg), 16))::UBIGINT;
+
+-- U(0, 1) from a 64-bit word v: m = v >> 12 (52 bits), u = (2m + 1)·2⁻⁵³. 2m + 1 < 2⁵³ is exact in
+-- a double, so u is exact, lies in [2⁻⁵³, 1 − 2⁻⁵³] (never 0 or 1) and the grid is symmetric
+-- (1 − u is on it), so the normal's tails stop at ±8.29σ alike.
+CREATE OR REPLACE TEMP MACRO duckdp_word_uniform(word) AS
+  ((word::UBIGINT >> 12) * 2 + 1)::DOUBLE * 1.1102230246251565e-16;
+
+-- A call's nonce: distinct per call (uuid(), the transaction's start in µs, a session counter). Only
+-- its uniqueness matters; the secret keeps the salts unpredictable. With a test key only uuid()
+-- is used, so setseed() reproduces runs. Volatile: call it only in a one-row MATERIALIZED CTE.
+CREATE TEMP SEQUENCE IF NOT EXISTS duckdp_nonce_counter;
+CREATE OR REPLACE TEMP MACRO duckdp_nonce() AS
+  ('0x' || left(sha256(uuid()::VARCHAR || CASE WHEN duckdp_seeded() THEN ''
+                                                ELSE ':' || epoch_us(now()) || ':' || nextval('duckdp_nonce_counter') END),
+                16))::UBIGINT;
+
+-- The salt of a call's round `round` for `purpose` ('t' truncation, 'n' noise): a PRF value.
+CREATE OR REPLACE TEMP MACRO duckdp_salt(nonce, round, purpose) AS
+  duckdp_prf('S' || duckdp_hex64(nonce) || duckdp_hex64(round) || purpose);
+
+-- value + scale·N(0, 1), the normal by inversion of the PRF uniform of (salt, key id): key ids are
+-- distinct within a round (ranks), so distinct keys get distinct messages and independent noise.
 CREATE OR REPLACE TEMP MACRO duckdp_gaussian_noise(value, scale, salt, key_id) AS
-  value::DOUBLE + scale::DOUBLE * duckdp_ndtri(duckdp_hash_uniform(hash(salt::UBIGINT, key_id::UBIGINT)));
--- </duckdp:noise-hooks>
+  value::DOUBLE + scale::DOUBLE
+    * duckdp_ndtri(duckdp_word_uniform(duckdp_prf('N' || duckdp_hex64(salt) || duckdp_hex64(key_id))));
 
 -- ---------------------------------------------------------------------------------------------
 -- Privacy calibration. Every σ and threshold is rounded up by 1e-12 relative, like duckdp's
@@ -229,13 +257,15 @@ FROM calibrated ORDER BY _dp_round;
 
 -- ---------------------------------------------------------------------------------------------
 -- Table macros: weight → noise → threshold. Internal columns start with `_dp_`. Truncation keeps
--- each user's Δ0 keys of smallest salted hash (a uniform subset, fixed given the salt); salts
--- are used as hash(xor(hash(cols), salt)) because DuckDB's multi-argument hash only xors.
+-- each user's Δ0 keys of smallest PRF value (a uniform subset, fixed given the salt).
 -- ---------------------------------------------------------------------------------------------
 
--- The truncation order, shared by every table macro: the same keyed hash as duckdp's truncation
--- stage (sql/stage_truncate.sql), so for one key column and the same salt both keep the same subset.
-CREATE OR REPLACE TEMP MACRO duckdp_trunc_order(user_id, item, salt) AS hash(xor(hash(user_id, item), salt));
+-- The truncation order, shared by every table macro: a PRF value of (salt, hash(user, key)),
+-- unpredictable without the secret. hash() only shortens the pair; callers break ties (two keys
+-- of one user with equal hashes) by the key itself, so the kept subset is a function of the user's
+-- own keys and the salt.
+CREATE OR REPLACE TEMP MACRO duckdp_trunc_order(user_id, item, salt) AS
+  duckdp_prf('T' || duckdp_hex64(salt) || duckdp_hex64(hash(user_id, item)));
 
 -- Distinct (user, key) pairs of `tbl`, the key twice: as _dp_item and under its own name (for the
 -- output). Columns are matched by name, never spliced into SQL; NULL users/items are refused.
@@ -257,12 +287,12 @@ WHERE CASE WHEN lower(user_col) = lower(item_col) THEN error('duckdp: user_col a
 CREATE OR REPLACE TEMP MACRO duckdp_basic(tbl, user_col, item_col, epsilon, rho, delta, max_contributions,
                                           weight_exponent, sensitivity, novelty_exponent) AS TABLE
 WITH plan AS MATERIALIZED (      -- σ and T (no data read) and this run's salts, drawn once
-  SELECT sigma, threshold, duckdp_salt() AS _dp_trunc_salt, duckdp_salt() AS _dp_noise_salt
-  FROM duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
+  SELECT sigma, threshold, duckdp_salt(nonce, 0, 't') AS _dp_trunc_salt, duckdp_salt(nonce, 0, 'n') AS _dp_noise_salt
+  FROM (SELECT duckdp_nonce() AS nonce), duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
                    sensitivity := sensitivity, novelty_exponent := novelty_exponent)
 ), ranked AS (       -- each user's keys in salted-hash order, with the user's distinct-key count
   SELECT pairs.*, row_number() OVER (PARTITION BY _dp_user
-                                     ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt)) AS _dp_rank,
+                                     ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt), _dp_item) AS _dp_rank,
          count(*) OVER (PARTITION BY _dp_user) AS _dp_size
   FROM duckdp_pairs(tbl, user_col, item_col) AS pairs, plan
 ), weighted AS (     -- per-key weight sums over the kept pairs
@@ -273,7 +303,7 @@ WITH plan AS MATERIALIZED (      -- σ and T (no data read) and this run's salts
   SELECT weighted.* FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM weighted) AS weighted, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, plan._dp_noise_salt, _dp_key_id::UBIGINT) >= plan.threshold
 )
-SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) FROM released;
+SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM released;
 
 -- Weighted Gaussian: weight 1/√|W̄_u|, ℓ2 sensitivity 1, ρ(k) = 1/√k (Gopi et al. 2020 Thm 5.1;
 -- zCDP: DP-SIPS Alg. 2, Thm 13).
@@ -301,9 +331,11 @@ CREATE OR REPLACE TEMP MACRO duckdp_dpsips(tbl, user_col, item_col, epsilon := N
                                            max_contributions := 100, ratio := 1 / 3) AS TABLE
 WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read) and six salts
   SELECT list(sigma ORDER BY round) AS _dp_sigma, list(threshold ORDER BY round) AS _dp_threshold,
-         [duckdp_salt(), duckdp_salt(), duckdp_salt()] AS _dp_trunc_salt,
-         [duckdp_salt(), duckdp_salt(), duckdp_salt()] AS _dp_noise_salt
-  FROM duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
+         [duckdp_salt(any_value(nonce), 0, 't'), duckdp_salt(any_value(nonce), 1, 't'),
+          duckdp_salt(any_value(nonce), 2, 't')] AS _dp_trunc_salt,
+         [duckdp_salt(any_value(nonce), 0, 'n'), duckdp_salt(any_value(nonce), 1, 'n'),
+          duckdp_salt(any_value(nonce), 2, 'n')] AS _dp_noise_salt
+  FROM (SELECT duckdp_nonce() AS nonce), duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
                    shares := duckdp_dpsips_shares(ratio))
 ), pairs0 AS MATERIALIZED (      -- distinct (user, key) pairs of the input
   SELECT * FROM duckdp_pairs(tbl, user_col, item_col)
@@ -311,7 +343,7 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
   SELECT w.* EXCLUDE (_dp_w, _dp_key_id) FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM (
     SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
     FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[1])) AS _dp_rank,
+                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[1]), _dp_item) AS _dp_rank,
                  count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs0 AS p, plan)
     WHERE _dp_rank <= max_contributions GROUP BY ALL)) AS w, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[1], plan._dp_noise_salt[1], _dp_key_id::UBIGINT)
@@ -322,7 +354,7 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
   SELECT w.* EXCLUDE (_dp_w, _dp_key_id) FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM (
     SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
     FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[2])) AS _dp_rank,
+                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[2]), _dp_item) AS _dp_rank,
                  count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs1 AS p, plan)
     WHERE _dp_rank <= max_contributions GROUP BY ALL)) AS w, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[2], plan._dp_noise_salt[2], _dp_key_id::UBIGINT)
@@ -333,13 +365,13 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
   SELECT w.* EXCLUDE (_dp_w, _dp_key_id) FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM (
     SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
     FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[3])) AS _dp_rank,
+                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[3]), _dp_item) AS _dp_rank,
                  count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs2 AS p, plan)
     WHERE _dp_rank <= max_contributions GROUP BY ALL)) AS w, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[3], plan._dp_noise_salt[3], _dp_key_id::UBIGINT)
         >= plan._dp_threshold[3]
 )
-SELECT * EXCLUDE (_dp_item) FROM (FROM round0 UNION ALL FROM round1 UNION ALL FROM round2);
+SELECT * EXCLUDE (_dp_item) __DUCKDP_SEEDED_COLUMN__ FROM (FROM round0 UNION ALL FROM round1 UNION ALL FROM round2);
 
 -- MAD, unbiased (Chen et al. ICML 2025, Alg. 3, as reconstructed in docs/specs/mad-mad2r.md §5): capped
 -- sets S̃_u with d_u = |S̃_u| and w^u_i = 1/√d_u; adaptive users A have Δ_min ≤ d_u ≤ Δ_max.
@@ -363,13 +395,13 @@ WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the 
               ELSE adaptive_min_degree::BIGINT END AS _dp_min_degree,
          1 / sqrt(coalesce(max_adaptive_degree, max_contributions)::DOUBLE)
            - 1 / (2 * coalesce(max_adaptive_degree, max_contributions)::DOUBLE) AS _dp_reroute,
-         duckdp_salt() AS _dp_trunc_salt, duckdp_salt() AS _dp_noise_salt
-  FROM duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions)
+         duckdp_salt(nonce, 0, 't') AS _dp_trunc_salt, duckdp_salt(nonce, 0, 'n') AS _dp_noise_salt
+  FROM (SELECT duckdp_nonce() AS nonce), duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions)
 ), bounded AS MATERIALIZED (     -- kept pairs with d_u and whether the user is adaptive
   SELECT r.* EXCLUDE (_dp_rank, _dp_size), least(_dp_size, max_contributions)::DOUBLE AS _dp_d,
          least(_dp_size, max_contributions) BETWEEN plan._dp_min_degree AND plan._dp_max_degree AS _dp_adaptive
   FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                       ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt)) AS _dp_rank,
+                                       ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt), _dp_item) AS _dp_rank,
                count(*) OVER (PARTITION BY _dp_user) AS _dp_size
         FROM duckdp_pairs(tbl, user_col, item_col) AS p, plan) AS r, plan
   WHERE _dp_rank <= max_contributions
@@ -392,4 +424,4 @@ WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the 
   SELECT weighted.* FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM weighted) AS weighted, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, plan._dp_noise_salt, _dp_key_id::UBIGINT) >= plan.threshold
 )
-SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) FROM released;
+SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM released;

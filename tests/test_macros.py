@@ -2,16 +2,22 @@
 
 Checks: scalar math against scipy, σ and thresholds against duckdp.privacy.calibration (1e-9
 relative, over a grid), released counts against the exact expectation Σ P(w + noise ≥ T) within
-4 standard errors, MAD weights against a numpy reference, bad input, and reproducibility.
+4 standard errors, MAD weights against a numpy reference, bad input, the keyed PRF (noise values
+recomputed from the secret with hashlib), secrets per file, and reproducibility under a test key.
 """
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
+import os
 import re
 import shutil
+import stat
 import subprocess
+import sys
+import tempfile
 
 import duckdb
 import numpy as np
@@ -20,7 +26,7 @@ from scipy.special import erf, ndtr, ndtri
 from scipy.stats import kstest
 
 import duckdp
-from duckdp.macros import macro_sql
+from duckdp.macros import macro_sql, secret_of_test_key
 from duckdp.mechanisms import get
 from duckdp.mechanisms.basic import gaussian_round
 from duckdp.privacy.budget import ZCDP, EpsDelta
@@ -31,13 +37,26 @@ CLI = shutil.which("duckdb")
 needs_cli = pytest.mark.skipif(CLI is None, reason="the duckdb CLI is not installed (pip install duckdb-cli)")
 
 
-def run_cli(sql: str) -> list[dict]:
-    """Run `sql` after `.read`-ing the macro file in the duckdb CLI; rows of the last statement."""
-    script = f".read '{sql_dir() / 'macros.sql'}'\n.mode csv\n{sql}\n"
-    proc = subprocess.run([CLI, "-batch"], input=script, capture_output=True, text=True, timeout=60)
+def run_cli(sql: str, macros: str | None = None) -> list[dict]:
+    """Run `sql` after `.read`-ing a macro file (default: test key 7's) in the duckdb CLI; rows of
+    the last statement."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(macro_sql(test_key=7) if macros is None else macros)
+    try:
+        script = f".read '{f.name}'\n.mode csv\n{sql}\n"
+        proc = subprocess.run([CLI, "-batch"], input=script, capture_output=True, text=True, timeout=60)
+    finally:
+        os.unlink(f.name)
     if proc.returncode != 0 or "Error" in proc.stderr:
         raise RuntimeError(proc.stderr or proc.stdout)
     return list(csv.DictReader(io.StringIO(proc.stdout)))
+
+
+def record_noise_inputs(con, record) -> None:
+    """Replace the noise macro by a Python UDF `record(value, scale, salt, key_id)` (Arrow arrays)."""
+    con.execute("DROP MACRO duckdp_gaussian_noise")
+    con.create_function("duckdp_gaussian_noise", record, ["DOUBLE", "DOUBLE", "UBIGINT", "UBIGINT"], "DOUBLE",
+                        type="arrow", side_effects=True)
 
 
 @pytest.fixture
@@ -189,8 +208,8 @@ def test_cli_dpsips_counts_match_expectation():
 
 
 def test_installed_released_counts_match_expectation():
-    """The same check with duckdp's secure keyed noise UDFs (install_macros): every call draws
-    fresh salts from the seeded generator, so the 30 calls are independent releases."""
+    """The same check through install_macros (Python connection): every call draws a fresh nonce,
+    so the 30 calls are independent releases."""
     seeds, plan = 30, gaussian_round(ZCDP(0.5, 1e-3), 4)
     c = duckdb.connect()
     try:
@@ -207,9 +226,10 @@ def test_installed_released_counts_match_expectation():
 
 @needs_cli
 def test_cli_noise_hook_is_fresh_standard_normal():
-    """The pure-SQL hook gives every (salt, key id) its own N(0, 1) draw: 20,000 key ids under one
+    """The keyed noise gives every (salt, key id) its own N(0, 1) draw: 20,000 key ids under one
     salt are distinct and pass a KS test; a second salt gives uncorrelated values for the same ids."""
-    rows = run_cli("""CREATE TEMP TABLE salts AS SELECT duckdp_salt() AS a, duckdp_salt() AS b;
+    rows = run_cli("""CREATE TEMP TABLE salts AS SELECT duckdp_salt(n, 0, 'n') AS a, duckdp_salt(n, 1, 'n') AS b
+        FROM (SELECT duckdp_nonce() AS n);
         SELECT duckdp_gaussian_noise(0, 1, a, i) AS x, duckdp_gaussian_noise(0, 1, b, i) AS y
         FROM range(20000) r(i), salts;""")
     x = np.array([float(r["x"]) for r in rows])
@@ -255,9 +275,7 @@ def test_mad_weights_equal_reference(mcon):
         seen.extend(value.to_pylist())
         return value
 
-    mcon.remove_function("duckdp_gaussian_noise")
-    mcon.create_function("duckdp_gaussian_noise", record, ["DOUBLE", "DOUBLE", "UBIGINT", "UBIGINT"], "DOUBLE",
-                         type="arrow", side_effects=True)
+    record_noise_inputs(mcon, record)
     ((sigma, threshold),) = mcon.sql("SELECT sigma, threshold FROM duckdp_plan(rho := 5, delta := 1e-3, "
                                      "max_contributions := 8)").fetchall()
     tau = threshold + 0.5 * sigma
@@ -325,12 +343,11 @@ def test_cli_version_reported():
     assert out.startswith("v1.") or out.startswith("v2."), out
 
 
-def test_install_replaces_hooks_and_is_repeatable(mcon):
-    funcs = dict(mcon.sql("SELECT function_name, function_type FROM duckdb_functions() "
-                          "WHERE function_name IN ('duckdp_salt', 'duckdp_gaussian_noise')").fetchall())
-    assert funcs == {"duckdp_salt": "scalar", "duckdp_gaussian_noise": "scalar"}  # UDFs, not macros
-    duckdp.install_macros(mcon, seed=11)  # reinstalling replaces the UDFs instead of failing
-    assert "random()" in macro_sql() and "<duckdp:noise-hooks>" in macro_sql()
+def test_install_is_repeatable_and_the_template_needs_a_secret(mcon):
+    duckdp.install_macros(mcon, seed=11)  # reinstalling replaces the macros instead of failing
+    template = (sql_dir() / "macros.sql").read_text(encoding="utf-8")
+    with pytest.raises(duckdb.Error):     # the unrendered template fails to load: no keyless file
+        duckdb.connect().execute(template)
 
 
 def test_colliding_keys_get_independent_noise_in_the_macros(mcon):
@@ -350,11 +367,108 @@ def test_colliding_keys_get_independent_noise_in_the_macros(mcon):
         seen.extend(zip(salt.to_pylist(), key_id.to_pylist(), strict=True))
         return value
 
-    mcon.remove_function("duckdp_gaussian_noise")
-    mcon.create_function("duckdp_gaussian_noise", record, ["DOUBLE", "DOUBLE", "UBIGINT", "UBIGINT"], "DOUBLE",
-                         type="arrow", side_effects=True)
+    record_noise_inputs(mcon, record)
     for macro in ("duckdp_weighted_gaussian", "duckdp_dpsips", "duckdp_mad"):
         seen.clear()
         mcon.sql(f"SELECT * FROM {macro}('c', 'user_id', 'item', rho := 1, delta := 1e-5, "
                  "max_contributions := 5)").fetchall()
         assert len(seen) >= 50 and len(set(seen)) == len(seen), macro    # one draw per (round, key)
+
+
+# --- keyed randomness (issue #18 §4) -------------------------------------------------------------
+
+def _secret_of(text: str) -> str:
+    (secret,) = re.findall(r"duckdp_secret\(\) AS '([0-9a-f]{64})';", text)
+    return secret
+
+
+def _prf(secret: str, msg: str) -> int:
+    return int(hashlib.sha256((secret + msg).encode()).hexdigest()[:16], 16)
+
+
+def _straddling_keys(con, macro: str = "weighted_gaussian", seed: float = 0.25) -> str:
+    """Keys released from 200 keys held by 1..10 single-key users (they straddle the threshold, so
+    two independent runs give the same set with negligible probability), after setseed(seed)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE s200 AS SELECT 'u' || j || '_' || m AS user_id, 'k' || j AS item "
+                "FROM range(200) r(j), LATERAL (SELECT unnest(range(j % 10 + 1)) AS m)")
+    con.execute("SELECT setseed(?)", [seed]).fetchall()
+    return con.sql(f"SELECT string_agg(item, ',' ORDER BY item) FROM duckdp_{macro}('s200', 'user_id', 'item', "
+                   "rho := 0.5, delta := 1e-3, max_contributions := 4)").fetchall()[0][0]
+
+
+def test_noise_is_the_keyed_prf_of_salt_and_key_id():
+    """duckdp_gaussian_noise(0, 1, salt, id) = Φ⁻¹(u) with u from the first 64 bits of
+    sha256(secret ‖ 'N' ‖ hex16(salt) ‖ hex16(id)), recomputed here with hashlib; the salts are the
+    PRF of (nonce, round, purpose). The old macros used hash(salt, id): no secret at all."""
+    text = macro_sql()
+    secret = _secret_of(text)
+    con = duckdb.connect()
+    con.execute(text)
+    salt, ids = 0x0123456789ABCDEF, [0, 1, 2, 10**12, 2**64 - 1]
+    got = [r[0] for r in con.sql("SELECT duckdp_gaussian_noise(0, 1, $s::UBIGINT, i) FROM unnest($i::UBIGINT[]) t(i)",
+                                 params={"s": salt, "i": ids}).fetchall()]
+    words = [_prf(secret, f"N{salt:016X}{i:016X}") for i in ids]
+    assert got == pytest.approx(ndtri([((w >> 12) * 2 + 1) * 2.0**-53 for w in words]), rel=1e-14)
+    (s,) = con.sql("SELECT duckdp_salt(5, 2, 't')").fetchall()[0]
+    assert s == _prf(secret, f"S{5:016X}{2:016X}t")
+    (t,) = con.sql("SELECT duckdp_trunc_order('u', 'k', 9::UBIGINT)").fetchall()[0]
+    (h,) = con.sql("SELECT hash('u', 'k')").fetchall()[0]
+    assert t == _prf(secret, f"T{9:016X}{h:016X}")
+    code = [line.split("--")[0] for line in text.splitlines()]
+    assert not any("random()" in line for line in code)  # noise never comes from DuckDB's generator
+
+
+def test_two_files_give_different_noise_under_the_same_setseed():
+    """Two rendered files hold different 256-bit secrets, so under the same setseed() they release
+    different keys (the old file, secretless, released the same); one secret file is not
+    reproducible by setseed() either (a fresh nonce per call). Test keys are reproducible and say so."""
+    texts = [macro_sql(), macro_sql()]
+    assert _secret_of(texts[0]) != _secret_of(texts[1])
+    runs = []
+    for text in texts:
+        con = duckdb.connect()
+        con.execute(text)
+        runs.append((_straddling_keys(con), _straddling_keys(con)))
+        assert "duckdp_seeded" not in con.sql("SELECT * FROM duckdp_weighted_gaussian('s200', 'user_id', 'item', "
+                                              "rho := 0.5, delta := 1e-3)").columns
+    assert runs[0][0] != runs[1][0] and runs[0][0] != runs[0][1]
+    seeded = []
+    for _ in range(2):
+        con = duckdb.connect()
+        con.execute(macro_sql(test_key=3))
+        seeded.append(_straddling_keys(con))
+        rel = con.sql("SELECT * FROM duckdp_weighted_gaussian('s200', 'user_id', 'item', rho := 0.5, delta := 1e-3)")
+        assert rel.columns == ["item", "duckdp_seeded"] and all(r[1] is True for r in rel.fetchall())
+    assert seeded[0] == seeded[1]
+    documented = hashlib.sha256(b"duckdp macros test key 3").hexdigest()
+    assert _secret_of(macro_sql(test_key=3)) == secret_of_test_key(3) == documented
+
+
+def test_truncation_order_is_keyed():
+    """Which Δ0 keys a user keeps depends on the secret (the old order was hash(xor(hash(u, i), salt))
+    with a salt from random(): known to anyone who knows the seed)."""
+    kept = []
+    for key in (1, 2):
+        con = duckdb.connect()
+        con.execute(macro_sql(test_key=key))
+        kept.append(con.sql("SELECT list(i ORDER BY i) FROM (SELECT i FROM range(40) r(i) "
+                            "ORDER BY duckdp_trunc_order('u', i, 77::UBIGINT), i LIMIT 5)").fetchall()[0][0])
+    assert kept[0] != kept[1]
+
+
+def test_cli_macros_writes_a_private_file(tmp_path):
+    """`duckdp macros -o FILE` creates FILE mode 0600 with a fresh secret; --test-key N is fixed and noted."""
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "duckdp.cli", "macros", *args], capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    paths = [tmp_path / "a.sql", tmp_path / "b.sql"]
+    paths[1].write_text("old")
+    paths[1].chmod(0o644)
+    for p in paths:
+        assert run("-o", str(p)).returncode == 0
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
+    assert _secret_of(paths[0].read_text()) != _secret_of(paths[1].read_text())
+    assert _secret_of(run().stdout) not in (_secret_of(paths[0].read_text()), _secret_of(paths[1].read_text()))
+    proc = run("--test-key", "4")
+    assert proc.returncode == 0 and _secret_of(proc.stdout) == secret_of_test_key(4) and "NOT private" in proc.stderr
+    assert run("--test-key", "-1").returncode == 2
