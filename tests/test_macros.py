@@ -472,3 +472,23 @@ def test_cli_macros_writes_a_private_file(tmp_path):
     proc = run("--test-key", "4")
     assert proc.returncode == 0 and _secret_of(proc.stdout) == secret_of_test_key(4) and "NOT private" in proc.stderr
     assert run("--test-key", "-1").returncode == 2
+
+
+def test_word_uniform_is_inside_the_open_interval_and_symmetric(mcon):
+    """u = (2(v >> 12) + 1)·2⁻⁵³ for the extreme words: 2⁻⁵³ for v < 2¹², 1 − 2⁻⁵³ (not 1.0, which
+    the old ((v >> 11) + 0.5)·2⁻⁵³ gave and which made Φ⁻¹ infinite) for v = 2⁶⁴ − 1; u(v) + u(~v) = 1
+    exactly, so the normal's extremes are ±8.29 alike."""
+    top = 2**64 - 1
+    words = [0, 1, 2**12 - 1, 2**12, 2**63, top - 2**12 + 1, top]
+    rng = np.random.default_rng(0)
+    words += [int(w) for w in rng.integers(0, 2**63, 200, dtype=np.uint64)]
+    words += [top - w for w in words]
+    got = dict(mcon.sql("SELECT w, duckdp_word_uniform(w) FROM unnest($w::UBIGINT[]) t(w)",
+                        params={"w": words}).fetchall())
+    assert got[0] == got[2**12 - 1] == 2.0**-53 and got[2**12] == 3 * 2.0**-53
+    assert got[top] == got[top - 2**12 + 1] == 1 - 2.0**-53 < 1.0
+    assert all(got[w] == ((w >> 12) * 2 + 1) / 2**53 for w in words)          # exact, no rounding
+    assert all(got[w] + got[top - w] == 1.0 for w in words)                    # symmetric grid
+    lo, hi = mcon.sql("SELECT duckdp_ndtri(duckdp_word_uniform(0::UBIGINT)), "
+                      "duckdp_ndtri(duckdp_word_uniform(18446744073709551615::UBIGINT))").fetchall()[0]
+    assert math.isfinite(hi) and lo == -hi and hi == pytest.approx(8.2095, abs=1e-3)
