@@ -9,8 +9,9 @@
 --   duckdp_dpsips(..., ratio := 1/3)  DP-SIPS Alg. 3 with iterations fixed at 3
 --   duckdp_mad(..., adaptive_excess := 3, adaptive_min_degree := 2, max_adaptive_degree := Δ0)   MAD
 --   duckdp_plan(epsilon|rho, delta, max_contributions, …)   σ and threshold per round, no data read
--- Each returns one column, named like `item_col`, holding the released keys. `tbl` is a table or
--- view name (optionally schema-qualified) or a file DuckDB can scan, such as 'reviews.parquet';
+-- Each returns one column, named like `item_col`, holding the released keys sorted by key (so the
+-- order is a function of the released set only, never of unreleased keys or thread scheduling).
+-- `tbl` is a table or view name (optionally schema-qualified) or a file DuckDB can scan, such as 'reviews.parquet';
 -- it is read through query_table() and never written. `user_col` and `item_col` (one key column)
 -- are matched to the input's columns by name, case-insensitively, and never spliced into SQL text;
 -- a name that matches no column fails with DuckDB's `Could not find key "x" in struct`. Input
@@ -303,7 +304,7 @@ WITH plan AS MATERIALIZED (      -- σ and T (no data read) and this run's salts
   SELECT weighted.* FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM weighted) AS weighted, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, plan._dp_noise_salt, _dp_key_id::UBIGINT) >= plan.threshold
 )
-SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM released;
+SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM released ORDER BY _dp_item;
 
 -- Weighted Gaussian: weight 1/√|W̄_u|, ℓ2 sensitivity 1, ρ(k) = 1/√k (Gopi et al. 2020 Thm 5.1;
 -- zCDP: DP-SIPS Alg. 2, Thm 13).
@@ -371,7 +372,8 @@ WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read)
   WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[3], plan._dp_noise_salt[3], _dp_key_id::UBIGINT)
         >= plan._dp_threshold[3]
 )
-SELECT * EXCLUDE (_dp_item) __DUCKDP_SEEDED_COLUMN__ FROM (FROM round0 UNION ALL FROM round1 UNION ALL FROM round2);
+SELECT * EXCLUDE (_dp_item) __DUCKDP_SEEDED_COLUMN__ FROM (FROM round0 UNION ALL FROM round1 UNION ALL FROM round2)
+ORDER BY _dp_item;
 
 -- MAD, unbiased (Chen et al. ICML 2025, Alg. 3, as reconstructed in docs/specs/mad-mad2r.md §5): capped
 -- sets S̃_u with d_u = |S̃_u| and w^u_i = 1/√d_u; adaptive users A have Δ_min ≤ d_u ≤ Δ_max.
@@ -424,4 +426,4 @@ WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the 
   SELECT weighted.* FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM weighted) AS weighted, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, plan._dp_noise_salt, _dp_key_id::UBIGINT) >= plan.threshold
 )
-SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM released;
+SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM released ORDER BY _dp_item;
