@@ -1,6 +1,6 @@
 """The DuckDB shell macro file (`sql/macros.sql`), rendered with a secret, and its installation.
 
-The template holds placeholders for the PRF secret and the seeded flag; `macro_sql` fills them
+The template holds placeholders for the PRF secret, the seeded flag and δ's floor (MIN_DELTA); `macro_sql` fills them
 with 256 bits from os.urandom (a private file) or with the public key of a numbered test
 (`test_key`: reproducible, not private, and every table macro's result gets `duckdp_seeded`).
 An unrendered template fails to load (the secret placeholder is not SQL), so no file runs keyless.
@@ -11,9 +11,11 @@ import hashlib
 import os
 
 from .errors import InvalidParameter
+from .privacy.budget import MIN_DELTA
 from .templates import sql_dir
 
 _SECRET, _SEEDED, _SEEDED_COLUMN = "__DUCKDP_SECRET__", "__DUCKDP_SEEDED__", "__DUCKDP_SEEDED_COLUMN__"
+_MIN_DELTA = "__DUCKDP_MIN_DELTA__"   # the δ floor of duckdp.privacy.budget, refused below in duckdp_plan
 _TEST_KEY_DOMAIN = b"duckdp macros test key "
 
 
@@ -27,13 +29,14 @@ def secret_of_test_key(test_key: int) -> str:
 def macro_sql(test_key: int | None = None) -> str:
     """The macro file with a fresh 256-bit secret from os.urandom, or test key `test_key`'s public one."""
     text = (sql_dir() / "macros.sql").read_text(encoding="utf-8")
-    for token, count in ((_SECRET, 1), (_SEEDED, 1)):
+    for token, count in ((_SECRET, 1), (_SEEDED, 1), (_MIN_DELTA, 2)):
         if text.count(token) != count:
             raise RuntimeError(f"macros.sql must contain {token} exactly {count} time(s)")
     seeded = test_key is not None
     secret = os.urandom(32).hex() if test_key is None else secret_of_test_key(test_key)
     return (text.replace(_SECRET, f"'{secret}'")
                 .replace(_SEEDED, "true" if seeded else "false")
+                .replace(_MIN_DELTA, repr(float(MIN_DELTA)))
                 .replace(_SEEDED_COLUMN, ", true AS duckdp_seeded" if seeded else ""))
 
 

@@ -235,6 +235,8 @@ WITH checked AS (    -- the budget arguments, refused unless exactly one of epsi
               WHEN NOT (coalesce(epsilon, rho)::DOUBLE > 0 AND coalesce(epsilon, rho)::DOUBLE < 'infinity'::DOUBLE)
                 THEN error('duckdp: epsilon/rho must be a finite number > 0')
               WHEN NOT (delta::DOUBLE > 0 AND delta::DOUBLE < 1) THEN error('duckdp: delta must be in (0, 1)')
+              WHEN delta::DOUBLE < __DUCKDP_MIN_DELTA__    -- duckdp.privacy.budget.MIN_DELTA
+                THEN error('duckdp: delta must be >= __DUCKDP_MIN_DELTA__ (the noise sampler''s resolution)')
               ELSE true END AS _dp_ok
 ), budgets AS (      -- one row per round with its share of the budget
   SELECT generate_subscripts(shares, 1) - 1 AS _dp_round, unnest(shares)::DOUBLE AS _dp_share

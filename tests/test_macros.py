@@ -528,3 +528,14 @@ def test_output_is_sorted_when_rounds_release_different_keys(macro):
     rows = [r[0] for r in con.sql(f"SELECT item FROM duckdp_{macro}('e', 'user_id', 'item', epsilon := 1, "
                                   "delta := 1e-5, max_contributions := 20)").fetchall()]
     assert len(rows) >= 10 and rows == sorted(rows)
+
+
+def test_delta_below_the_floor_is_refused(mcon):
+    """δ below duckdp.privacy.budget.MIN_DELTA (the noise sampler's resolution) is a duckdp error."""
+    from duckdp.privacy.budget import MIN_DELTA
+    mcon.execute("CREATE TABLE f AS SELECT 'u' || i AS user_id, 'k' AS item FROM range(10) r(i)")
+    for call in (f"duckdp_plan(epsilon := 1, delta := {MIN_DELTA / 2!r})",
+                 f"duckdp_weighted_gaussian('f', 'user_id', 'item', rho := 1, delta := {MIN_DELTA / 2!r})"):
+        with pytest.raises(duckdb.Error, match=re.escape(f"delta must be >= {MIN_DELTA!r}")):
+            mcon.sql(f"SELECT * FROM {call}").fetchall()
+    assert mcon.sql(f"SELECT count(*) FROM duckdp_plan(epsilon := 1, delta := {MIN_DELTA!r})").fetchall() == [(1,)]

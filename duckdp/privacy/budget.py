@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from ..errors import InvalidParameter
 from ..validation import real
 
+MIN_DELTA = 1e-12  # placeholder, the uniform branch defines and justifies it
+
 
 def _check_positive(name: str, value) -> float:
     v = real(name, value)
