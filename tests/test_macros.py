@@ -130,16 +130,20 @@ def test_golden_values_from_python(mcon):
 
 
 @pytest.mark.parametrize("budget", [ZCDP(0.1, 1e-5), EpsDelta(1.0, 1e-6)])
-@pytest.mark.parametrize("ratio", [1 / 3, 1.0, 2.0])
-def test_dpsips_plan_equals_python(mcon, budget, ratio):
-    """duckdp_dpsips's per-round budgets, σ and T equal duckdp's DP-SIPS plan (Alg. 3, I = 3)."""
+@pytest.mark.parametrize("ratio,iterations", [(1 / 3, 3), (1.0, 3), (2.0, 3), (1 / 3, 1), (0.5, 6)])
+@pytest.mark.parametrize("algo,beta_min", [("dpsips", 1.0), ("adaptive_sips", 0.5), ("adaptive_sips", 0.2)])
+def test_sips_plan_equals_python(mcon, budget, ratio, iterations, algo, beta_min):
+    """duckdp_sips_plan's per-round budgets, σ and T equal duckdp's DP-SIPS / adaptive SIPS plan."""
     kind = "epsilon" if isinstance(budget, EpsDelta) else "rho"
     amount = budget.epsilon if kind == "epsilon" else budget.rho
-    rows = mcon.sql(f"SELECT {kind}, delta, sigma, threshold FROM duckdp_plan({kind} := $a, delta := $d, "
-                    "max_contributions := 50, shares := duckdp_dpsips_shares($r))",
-                    params={"a": amount, "d": budget.delta, "r": ratio}).fetchall()
-    plan = get("dpsips").plan(budget, 50, {"iterations": 3, "ratio": ratio})
-    assert len(rows) == len(plan) == 3
+    rows = mcon.sql(f"SELECT {kind}, delta, sigma, threshold FROM duckdp_sips_plan({kind} := $a, delta := $d, "
+                    "max_contributions := 50, iterations := $i, ratio := $r, beta_min := $b)",
+                    params={"a": amount, "d": budget.delta, "r": ratio, "i": iterations, "b": beta_min}).fetchall()
+    params = {"iterations": iterations, "ratio": ratio}
+    if algo == "adaptive_sips":
+        params.update(beta_min=beta_min, a_drop=-0.5, a_full=0.5)
+    plan = get(algo).plan(budget, 50, params)
+    assert len(rows) == len(plan) == iterations
     for (a, d, sigma, threshold), p in zip(rows, plan, strict=True):
         want = p.budget.epsilon if kind == "epsilon" else p.budget.rho
         assert a == pytest.approx(want, rel=1e-12) and d == pytest.approx(p.budget.delta, rel=1e-12)
@@ -299,7 +303,7 @@ def test_cli_reproducible_under_setseed_and_quoted_names():
              "FROM range(200) r(j), LATERAL (SELECT unnest(range(j % 10 + 1)) AS m);\n")
     query = ("SELECT string_agg(\"it\"\"em\", ',' ORDER BY \"it\"\"em\") AS keys FROM duckdp_{m}('my t', 'User Id', "
              "'it\"em', rho := 0.5, delta := 1e-3, max_contributions := 4);")
-    for m in ("weighted_gaussian", "count_gaussian", "dpsips", "mad"):
+    for m in ("weighted_gaussian", "count_gaussian", "dpsips", "mad", "adaptive_sips"):
         runs = [run_cli(f"{setup}CREATE TEMP TABLE s AS SELECT setseed({s});\n{query.format(m=m)}")[0]["keys"]
                 for s in (0.25, 0.25, 0.75)]
         assert runs[0] == runs[1], m
@@ -325,7 +329,7 @@ def test_cli_bad_input_errors(args, message):
                 f"SELECT * FROM duckdp_weighted_gaussian({args});")
 
 
-@pytest.mark.parametrize("macro", ["weighted_gaussian", "count_gaussian", "dpsips", "mad"])
+@pytest.mark.parametrize("macro", ["weighted_gaussian", "count_gaussian", "dpsips", "mad", "adaptive_sips"])
 def test_unknown_column_is_named(mcon, macro):
     """An unknown user or item column fails naming it (not DuckDB's "empty set of columns"); issue #14 item 8."""
     mcon.execute("CREATE TABLE cols AS SELECT range % 9 AS user_id, 'k' || (range % 4) AS item FROM range(90)")
@@ -368,7 +372,7 @@ def test_colliding_keys_get_independent_noise_in_the_macros(mcon):
         return value
 
     record_noise_inputs(mcon, record)
-    for macro in ("duckdp_weighted_gaussian", "duckdp_dpsips", "duckdp_mad"):
+    for macro in ("duckdp_weighted_gaussian", "duckdp_dpsips", "duckdp_mad", "duckdp_adaptive_sips"):
         seen.clear()
         mcon.sql(f"SELECT * FROM {macro}('c', 'user_id', 'item', rho := 1, delta := 1e-5, "
                  "max_contributions := 5)").fetchall()
@@ -494,7 +498,7 @@ def test_word_uniform_is_inside_the_open_interval_and_symmetric(mcon):
     assert math.isfinite(hi) and lo == -hi and hi == pytest.approx(8.2095, abs=1e-3)
 
 
-MACROS = ("weighted_gaussian", "count_gaussian", "dpsips", "mad")
+MACROS = ("weighted_gaussian", "count_gaussian", "dpsips", "mad", "adaptive_sips")
 
 
 @pytest.mark.parametrize("macro", MACROS)
@@ -539,3 +543,48 @@ def test_delta_below_the_floor_is_refused(mcon):
         with pytest.raises(duckdb.Error, match=re.escape(f"delta must be >= {MIN_DELTA!r}")):
             mcon.sql(f"SELECT * FROM {call}").fetchall()
     assert mcon.sql(f"SELECT count(*) FROM duckdp_plan(epsilon := 1, delta := {MIN_DELTA!r})").fetchall() == [(1,)]
+
+
+def test_adaptive_sips_counts_match_expectation(mcon):
+    """Single-key users give their key weight w = (number of holders) in every round whatever its
+    level (x_u = 1 for d = 1), so key i is released with probability Σ_j Π_{l<j} P(a_drop·σ_l ≤ ŵ_l < T_l)
+    · P(ŵ_j ≥ T_j): it continues while its noisy weight is neither released nor dropped. 20 runs,
+    within 4 standard errors. Exercises the chained rounds, the drops and the per-round plan."""
+    runs, a_drop = 20, -0.5
+    plan = get("adaptive_sips").plan(ZCDP(0.5, 1e-3), 4, {"iterations": 3, "ratio": 1.0, "beta_min": 0.5,
+                                                           "a_drop": a_drop, "a_full": 0.5})
+    w = np.array([3 + j % 6 for j in range(200)], dtype=float)
+    p, go_on = np.zeros_like(w), np.ones_like(w)
+    for r in plan:
+        release = gaussian_release_probability(w, r.scale, r.threshold)
+        p += go_on * release
+        go_on *= 1 - release - ndtr((a_drop * r.scale - w) / r.scale)
+    mcon.execute("CREATE TABLE a AS SELECT 'u' || j || '_' || m AS user_id, 'k' || j AS item "
+                 "FROM range(200) r(j), LATERAL (SELECT unnest(range(3 + j % 6)) AS m)")
+    total = sum(mcon.sql("SELECT count(*) FROM duckdp_adaptive_sips('a', 'user_id', 'item', rho := 0.5, "
+                         "delta := 1e-3, max_contributions := 4, ratio := 1)").fetchall()[0][0] for _ in range(runs))
+    mean, var = p.sum(), (p * (1 - p)).sum()
+    assert 20 < mean < 180
+    assert abs(total - runs * mean) <= 4 * math.sqrt(runs * var)
+
+
+@pytest.mark.parametrize("args,message", [
+    ("max_contributions := 1e12", "max_contributions must be an integer in [1, 1000000]"),
+    ("max_contributions := 0", "max_contributions must be an integer"),
+    ("max_contributions := 2.5", "max_contributions must be an integer"),
+    ("iterations := 0", "iterations must be an integer"),
+    ("ratio := 0", "ratio must be a finite number > 0"),
+    ("ratio := 1e-300, iterations := 5", "leaves a round with no budget"),
+    ("beta_min := 2", "beta_min must be in (0, 1]"),
+    ("a_drop := 1, a_full := 0", "a_drop must not exceed a_full"),
+    ("a_drop := 'infinity'::DOUBLE", "must be finite numbers"),
+])
+def test_bad_arguments_are_duckdp_errors(mcon, args, message):
+    """Bad arguments fail with a duckdp error naming them (Δ0 = 1e12 gave "Lists larger than 2^32")."""
+    mcon.execute("CREATE TABLE b AS SELECT 'u' || i AS user_id, 'k' AS item FROM range(10) r(i)")
+    with pytest.raises(duckdb.Error, match=re.escape(message)):
+        mcon.sql(f"SELECT * FROM duckdp_adaptive_sips('b', 'user_id', 'item', rho := 1, delta := 1e-5, {args})"
+                 ).fetchall()
+    if "a_" not in args and "beta" not in args:
+        with pytest.raises(duckdb.Error, match=re.escape(message)):
+            mcon.sql(f"SELECT * FROM duckdp_dpsips('b', 'user_id', 'item', rho := 1, delta := 1e-5, {args})").fetchall()
