@@ -6,13 +6,15 @@
 -- Table macros (user-level privacy: adding/removing one user with all their rows):
 --   duckdp_weighted_gaussian(tbl, user_col, item_col, epsilon|rho, delta, max_contributions := 100)
 --   duckdp_count_gaussian(...)       same arguments; counts, noise scaled by √Δ0
---   duckdp_dpsips(..., ratio := 1/3)  DP-SIPS Alg. 3 with iterations fixed at 3
+--   duckdp_dpsips(..., iterations := 3, ratio := 1/3)   DP-SIPS Alg. 3
+--   duckdp_adaptive_sips(..., iterations := 3, ratio := 1/3, a_drop := -0.5, a_full := 0.5, beta_min := 0.5)
 --   duckdp_mad(..., adaptive_excess := 3, adaptive_min_degree := 2, max_adaptive_degree := Δ0)   MAD
 --   duckdp_plan(epsilon|rho, delta, max_contributions, …)   σ and threshold per round, no data read
+--   duckdp_sips_plan(epsilon|rho, delta, max_contributions, iterations, ratio, beta_min)   the SIPS rounds' plan
 -- Each returns one column, named like `item_col`, holding the released keys sorted by key (so the
 -- order is a function of the released set only, never of unreleased keys or thread scheduling).
--- `tbl` is a table or view name (optionally schema-qualified) or a file DuckDB can scan, such as 'reviews.parquet';
--- it is read through query_table() and never written. `user_col` and `item_col` (one key column)
+-- `tbl` is a table or view name (optionally schema-qualified) or a file DuckDB can scan, such as
+-- 'reviews.parquet'; it is read through query_table() and never written. `user_col` and `item_col` (one key column)
 -- are matched to the input's columns by name, case-insensitively, and never spliced into SQL text;
 -- a name that matches no column fails with DuckDB's `Could not find key "x" in struct`. Input
 -- columns must not start with `_dp_`; rows with a NULL user or item are refused.
