@@ -588,3 +588,43 @@ def test_bad_arguments_are_duckdp_errors(mcon, args, message):
     if "a_" not in args and "beta" not in args:
         with pytest.raises(duckdb.Error, match=re.escape(message)):
             mcon.sql(f"SELECT * FROM duckdp_dpsips('b', 'user_id', 'item', rho := 1, delta := 1e-5, {args})").fetchall()
+
+
+def test_adaptive_sips_rounds_equal_the_numpy_reference(mcon):
+    """With the noise replaced by 0 (a recording hook) and every set within Δ0 (no truncation), the
+    shell's adaptive SIPS must give tests/reference_adaptive.py's weights per round on every key
+    in play (step 4: unkept keys none here) and its released keys: drops, levels β_min and the
+    capped water-filled vectors of later rounds all enter."""
+    from reference_adaptive import adaptive_sips as reference
+    from reference_adaptive import round_weights
+    rng = np.random.default_rng(5)
+    m = 60
+    popularity = np.linspace(3, 0.05, m)
+    sets = [np.flatnonzero(rng.random(m) < popularity / popularity.sum() * rng.integers(1, 9))[:8] for _ in range(300)]
+    sets = [s for s in sets if len(s)]
+    params = {"iterations": 3, "ratio": 1 / 3, "beta_min": 0.4, "a_drop": 0.3, "a_full": 1.5}
+    plan = get("adaptive_sips").plan(ZCDP(2.0, 1e-3), 8, params)
+    trace: list = []
+    want = reference(sets, m, plan, params, 8, rng, noise=lambda j, size: np.zeros(size), trace=trace)
+    users = [u for u, s in enumerate(sets) for _ in s]
+    items = [int(i) for s in sets for i in s]
+    mcon.execute("CREATE TABLE r AS SELECT unnest($u) AS user_id, unnest($i) AS item", {"u": users, "i": items})
+    seen: list = []
+
+    def record(value, scale, salt, key_id):
+        seen.extend(zip(scale.to_pylist(), value.to_pylist(), strict=True))
+        return value
+
+    record_noise_inputs(mcon, record)
+    got = {r[0] for r in mcon.sql("SELECT item FROM duckdp_adaptive_sips('r', 'user_id', 'item', rho := 2, "
+                                  "delta := 1e-3, max_contributions := 8, beta_min := 0.4, a_drop := 0.3, "
+                                  "a_full := 1.5)").fetchall()}
+    assert got == {int(i) for r in want for i in r}
+    assert sum(len(r) > 0 for r in want) >= 2                                 # keys released in 2+ rounds
+    levels = np.ones(m)                     # the reference's levels, rebuilt from its zero-noise weights
+    for j, rp in enumerate(plan):
+        in_play = sorted({int(i) for R in trace[j] for i in R})
+        w_ref = round_weights(trace[j], levels, rp.extra.cap, m)
+        levels = np.where(w_ref / rp.scale >= params["a_full"], 1.0, params["beta_min"])
+        w_got = sorted(v for s, v in seen if s == pytest.approx(rp.scale, rel=1e-12))
+        assert w_got == pytest.approx(sorted(w_ref[in_play]), rel=1e-12, abs=1e-12), j
