@@ -213,8 +213,9 @@ CREATE OR REPLACE TEMP MACRO duckdp_gaussian_threshold(sigma, delta, max_contrib
                                                        novelty_scale := 1, novelty_exponent := 0.5) AS
   CASE WHEN NOT (sigma::DOUBLE > 0 AND delta::DOUBLE > 0 AND delta::DOUBLE < 1)
          THEN error('duckdp: threshold needs sigma > 0 and delta in (0, 1)')::DOUBLE
-       WHEN NOT max_contributions::DOUBLE >= 1 OR max_contributions::DOUBLE <> floor(max_contributions::DOUBLE)
-         THEN error('duckdp: max_contributions must be an integer >= 1')::DOUBLE
+       WHEN NOT (max_contributions::DOUBLE >= 1 AND max_contributions::DOUBLE <= 1000000
+                 AND max_contributions::DOUBLE = floor(max_contributions::DOUBLE))
+         THEN error('duckdp: max_contributions must be an integer in [1, 1000000] in the shell macros')::DOUBLE
        ELSE duckdp_round_up(list_max(list_transform(range(1, max_contributions::BIGINT + 1), lambda k:
          novelty_scale::DOUBLE * pow(k::DOUBLE, -novelty_exponent::DOUBLE)
          - sigma::DOUBLE * duckdp_ndtri(duckdp_per_item_tail(delta, k))))) END;

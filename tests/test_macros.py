@@ -585,6 +585,9 @@ def test_bad_arguments_are_duckdp_errors(mcon, args, message):
     with pytest.raises(duckdb.Error, match=re.escape(message)):
         mcon.sql(f"SELECT * FROM duckdp_adaptive_sips('b', 'user_id', 'item', rho := 1, delta := 1e-5, {args})"
                  ).fetchall()
+    if args.startswith("max_contributions"):      # the scalar threshold macro checks it as well
+        with pytest.raises(duckdb.Error, match=re.escape(message)):
+            mcon.sql(f"SELECT duckdp_gaussian_threshold(1, 1e-5, {args.split(':= ')[1]})").fetchall()
     if "a_" not in args and "beta" not in args:
         with pytest.raises(duckdb.Error, match=re.escape(message)):
             mcon.sql(f"SELECT * FROM duckdp_dpsips('b', 'user_id', 'item', rho := 1, delta := 1e-5, {args})").fetchall()
