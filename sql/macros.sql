@@ -278,10 +278,12 @@ FROM calibrated ORDER BY _dp_round;
 CREATE OR REPLACE TEMP MACRO duckdp_trunc_order(user_id, item, salt) AS
   duckdp_prf('T' || duckdp_hex64(salt) || duckdp_hex64(hash(user_id, item)));
 
--- A pair's rank among its user's pairs in truncation order (ties by the key): the truncation window,
--- written once; every table macro keeps the pairs of rank ≤ Δ0.
-CREATE OR REPLACE TEMP MACRO duckdp_trunc_rank(user_id, item, salt) AS
-  row_number() OVER (PARTITION BY user_id ORDER BY duckdp_trunc_order(user_id, item, salt), item);
+-- A pair's rank among its user's `size` pairs in truncation order (ties by the key): the truncation
+-- window, written once; every table macro keeps the pairs of rank ≤ Δ0. A user with size ≤ Δ0
+-- keeps every pair whatever the order, so the PRF is computed only for users over Δ0.
+CREATE OR REPLACE TEMP MACRO duckdp_trunc_rank(user_id, item, salt, size, max_contributions) AS
+  row_number() OVER (PARTITION BY user_id ORDER BY CASE WHEN size > max_contributions
+                                                        THEN duckdp_trunc_order(user_id, item, salt) END, item);
 
 -- Distinct (user, key) pairs of `tbl`, the key twice: as _dp_item and under its own name (for the
 -- output). Columns are matched by name, never spliced into SQL; NULL users/items are refused.
@@ -307,9 +309,9 @@ WITH plan AS MATERIALIZED (      -- σ and T (no data read) and this run's salts
   FROM (SELECT duckdp_nonce() AS nonce), duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
                    sensitivity := sensitivity, novelty_exponent := novelty_exponent)
 ), ranked AS (       -- each user's keys in salted-hash order, with the user's distinct-key count
-  SELECT pairs.*, duckdp_trunc_rank(_dp_user, _dp_item, plan._dp_trunc_salt) AS _dp_rank,
-         count(*) OVER (PARTITION BY _dp_user) AS _dp_size
-  FROM duckdp_pairs(tbl, user_col, item_col) AS pairs, plan
+  SELECT sized.*, duckdp_trunc_rank(_dp_user, _dp_item, plan._dp_trunc_salt, _dp_size, max_contributions) AS _dp_rank
+  FROM (SELECT pairs.*, count(*) OVER (PARTITION BY _dp_user) AS _dp_size
+        FROM duckdp_pairs(tbl, user_col, item_col) AS pairs) AS sized, plan
 ), weighted AS (     -- per-key weight sums over the kept pairs
   SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size),
          sum(pow(least(_dp_size, max_contributions), -weight_exponent)) AS _dp_w
@@ -390,8 +392,9 @@ WITH RECURSIVE plan AS MATERIALIZED (   -- σ_j, T_j, c_j of every round and its
              plan._dp_noise_salt[_dp_round + 1] AS _dp_ns
       FROM rounds, plan WHERE _dp_status = 'o' AND _dp_round < len(plan._dp_sigma)
     ), kept AS (     -- step 2: R̃_u and d
-      SELECT _dp_user, _dp_item, _dp_level, _dp_c, least(count(*) OVER (PARTITION BY _dp_user), max_contributions) AS _dp_d
-      FROM open QUALIFY duckdp_trunc_rank(_dp_user, _dp_item, _dp_ts) <= max_contributions
+      SELECT _dp_user, _dp_item, _dp_level, _dp_c, least(_dp_size, max_contributions) AS _dp_d
+      FROM (SELECT *, count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM open)
+      QUALIFY duckdp_trunc_rank(_dp_user, _dp_item, _dp_ts, _dp_size, max_contributions) <= max_contributions
     ), scaled AS (   -- step 3: level-1 entries min(1/√Σl², c/√d), with the user's lower-level mass
       SELECT *, least(1 / sqrt(sum(_dp_level * _dp_level) OVER (PARTITION BY _dp_user)), _dp_c / sqrt(_dp_d)) AS _dp_hi,
              count(*) FILTER (WHERE _dp_level >= 1) OVER (PARTITION BY _dp_user) AS _dp_nhi,
@@ -467,9 +470,9 @@ WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the 
 ), bounded AS MATERIALIZED (     -- kept pairs with d_u and whether the user is adaptive
   SELECT r.* EXCLUDE (_dp_rank, _dp_size), least(_dp_size, max_contributions)::DOUBLE AS _dp_d,
          least(_dp_size, max_contributions) BETWEEN plan._dp_min_degree AND plan._dp_max_degree AS _dp_adaptive
-  FROM (SELECT p.*, duckdp_trunc_rank(_dp_user, _dp_item, plan._dp_trunc_salt) AS _dp_rank,
-               count(*) OVER (PARTITION BY _dp_user) AS _dp_size
-        FROM duckdp_pairs(tbl, user_col, item_col) AS p, plan) AS r, plan
+  FROM (SELECT p.*, duckdp_trunc_rank(_dp_user, _dp_item, plan._dp_trunc_salt, _dp_size, max_contributions) AS _dp_rank
+        FROM (SELECT pairs.*, count(*) OVER (PARTITION BY _dp_user) AS _dp_size
+              FROM duckdp_pairs(tbl, user_col, item_col) AS pairs) AS p, plan) AS r, plan
   WHERE _dp_rank <= max_contributions
 ), truncated AS (    -- stages 1–2: ρ_i = (ŵ_i − τ)/ŵ_i for keys whose initial weight exceeds τ
   SELECT _dp_item, (sum(1 / _dp_d) - any_value(plan._dp_tau)) / sum(1 / _dp_d) AS _dp_ratio

@@ -294,7 +294,7 @@ def test_mad_weights_equal_reference(mcon):
 
 @needs_cli
 def test_cli_reproducible_under_setseed_and_quoted_names():
-    """Same setseed → same keys, another seed → other keys; awkward table/column names work.
+    """Under a test key: same setseed → same keys, another seed → other keys; awkward names work.
 
     200 keys held by 1..10 single-key users straddle every mechanism's threshold, so two seeds
     giving the same key set has negligible probability.
@@ -631,3 +631,29 @@ def test_adaptive_sips_rounds_equal_the_numpy_reference(mcon):
         levels = np.where(w_ref / rp.scale >= params["a_full"], 1.0, params["beta_min"])
         w_got = sorted(v for s, v in seen if s == pytest.approx(rp.scale, rel=1e-12))
         assert w_got == pytest.approx(sorted(w_ref[in_play]), rel=1e-12, abs=1e-12), j
+
+
+def test_truncation_keeps_the_delta0_smallest_prf_keys(mcon):
+    """duckdp_trunc_rank: a user over Δ0 keeps the Δ0 keys of smallest keyed PRF value; a user within
+    Δ0 keeps all (no PRF needed). In a release, 30 users with 10 keys each and Δ0 = 4 give total
+    weight 30·4·(1/√4) = 60 (recorded before noise)."""
+    mcon.execute("CREATE TABLE tr AS SELECT 'u' || (i // 10) AS user_id, i % 10 + 100 * (i // 10) AS item "
+                 "FROM range(300) r(i) UNION ALL SELECT 'small', 5000 + i FROM range(3) r(i)")
+    kept = dict(mcon.sql("""SELECT user_id, list(item ORDER BY item) FROM (
+            SELECT *, duckdp_trunc_rank(user_id, item, 42::UBIGINT, n, 4) AS rk
+            FROM (SELECT *, count(*) OVER (PARTITION BY user_id) AS n FROM tr))
+        WHERE rk <= 4 GROUP BY user_id""").fetchall())
+    want = dict(mcon.sql("""SELECT user_id, list(item ORDER BY item) FROM (
+            SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY duckdp_trunc_order(user_id, item, 42::UBIGINT))
+              AS rk FROM tr WHERE user_id <> 'small') WHERE rk <= 4 GROUP BY user_id""").fetchall())
+    assert kept.pop("small") == [5000, 5001, 5002] and kept == want and len(kept) == 30
+    seen: list = []
+
+    def record(value, scale, salt, key_id):
+        seen.extend(value.to_pylist())
+        return value
+
+    record_noise_inputs(mcon, record)
+    mcon.sql("SELECT * FROM duckdp_weighted_gaussian('tr', 'user_id', 'item', rho := 1, delta := 1e-5, "
+             "max_contributions := 4)").fetchall()
+    assert sum(seen) == pytest.approx(30 * 4 / 2 + 3 / math.sqrt(3), rel=1e-12) and len(seen) == 30 * 4 + 3
