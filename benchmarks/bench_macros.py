@@ -5,8 +5,9 @@ Per key, in DuckDB SQL over `range(N)` key ids (one salt):
   hash word     hash(salt, id), the old macros' counter (no secret: predictable)
   keyed noise   duckdp_gaussian_noise(0, 1, salt, id): keyed word → exact uniform → Φ⁻¹ (AS 241)
   hash noise    the old duckdp_gaussian_noise: Φ⁻¹ of ((hash(hash(salt, id)) >> 11) + 0.5)·2⁻⁵³
-and one whole release, duckdp_weighted_gaussian over N single-user keys (truncation order and noise
-both keyed). Each query reduces with sum() so no result is materialised; median of `--repeats`
+and two whole releases of duckdp_weighted_gaussian over N pairs: N single-key users (only the noise
+is keyed) and N/100 users of 100 keys truncated to Δ0 = 10 (the truncation order keyed per pair).
+Each query reduces with sum() so no result is materialised; median of `--repeats`
 of wall time and of the process's CPU time (all threads; less sensitive to other load).
 
     nice -n 10 python benchmarks/bench_macros.py                 # 1M keys, 2 threads, 3 repeats
@@ -63,12 +64,16 @@ def main() -> None:
         print(f"{name:<14} {wall:8.3f} {wall / args.keys * 1e9:12.0f} {cpu / args.keys * 1e9:11.0f}")
     print(f"keyed/hash CPU: word {results['keyed word'][1] / results['hash word'][1]:.0f}x, "
           f"noise {results['keyed noise'][1] / results['hash noise'][1]:.2f}x")
+    # Whole releases over N pairs: N single-key users (no truncation: only the noise is keyed), and
+    # N/100 users with 100 keys each truncated to Δ0 = 10 (the truncation order is keyed per pair).
     con.execute("CREATE TABLE t AS SELECT 'u' || i AS user_id, 'k' || i AS item FROM range($n) r(i)", {"n": args.keys})
-    wall, cpu = timed(con, "SELECT count(*) FROM duckdp_weighted_gaussian('t', 'user_id', 'item', rho := 0.5, "
-                           "delta := 1e-6)", {}, args.repeats)
-    print(f"duckdp_weighted_gaussian over {args.keys:,} keys (= pairs): {wall:.3f} s wall, "
-          f"{wall / args.keys * 1e9:.0f} ns/key wall, {cpu / args.keys * 1e9:.0f} ns/key CPU")
-
+    con.execute("CREATE TABLE t100 AS SELECT 'u' || (i // 100) AS user_id, 'k' || (i % 100 + 100 * (i // 10000)) "
+                "AS item FROM range($n) r(i)", {"n": args.keys})
+    for table, label, d0 in (("t", "1 key/user, Δ0 = 100", 100), ("t100", "100 keys/user, Δ0 = 10", 10)):
+        wall, cpu = timed(con, f"SELECT count(*) FROM duckdp_weighted_gaussian('{table}', 'user_id', 'item', "
+                               f"rho := 0.5, delta := 1e-6, max_contributions := {d0})", {}, args.repeats)
+        print(f"duckdp_weighted_gaussian, {args.keys:,} pairs, {label}: {wall:.3f} s wall, "
+              f"{wall / args.keys * 1e9:.0f} ns/pair wall, {cpu / args.keys * 1e9:.0f} ns/pair CPU")
 
 if __name__ == "__main__":
     main()
