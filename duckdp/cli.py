@@ -20,7 +20,7 @@ import duckdb
 from . import __version__, datasets
 from .api import algorithms, select
 from .errors import DuckDPError, InvalidParameter, SchemaError
-from .macros import macro_sql
+from .macros import macro_sql, write_macro_file
 from .mechanisms import get
 from .privacy.budget import EpsDelta, make_budget
 from .privacy.calibration import _check_max_contributions
@@ -316,7 +316,14 @@ def _algorithms(args) -> int:
 
 
 def _macros(args) -> int:
-    sys.stdout.write(macro_sql())
+    if args.test_key is not None and args.test_key < 0:
+        raise InvalidParameter(f"--test-key must be an integer >= 0, got {args.test_key}")
+    if args.output:
+        write_macro_file(args.output, args.test_key)
+    else:
+        sys.stdout.write(macro_sql(args.test_key))
+    if args.test_key is not None:
+        print(f"duckdp: test key {args.test_key} is public: seeded, reproducible, NOT private", file=sys.stderr)
     return EXIT_OK
 
 
@@ -362,7 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
     algos.add_argument("--json", action="store_true")
     algos.set_defaults(func=_algorithms)
 
-    macros = sub.add_parser("macros", help="print the DuckDB shell macro file (duckdp macros > duckdp.sql)")
+    macros = sub.add_parser("macros", help="write the DuckDB shell macro file, keyed by a fresh secret",
+                            description="Write the DuckDB shell macros with a fresh 256-bit secret from os.urandom "
+                                        "(keep the file private).")
+    macros.add_argument("-o", "--output", help="write to this file, created mode 0600 (default: stdout)")
+    macros.add_argument("--test-key", type=int, metavar="N",
+                        help="use the public key of test N: reproducible under setseed(), NOT private")
     macros.set_defaults(func=_macros)
     return parser
 

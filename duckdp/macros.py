@@ -1,67 +1,61 @@
-"""The shipped DuckDB macro file (`sql/macros.sql`) and its installation from Python.
+"""The DuckDB shell macro file (`sql/macros.sql`), rendered with a secret, and its installation.
 
-In a DuckDB shell the file's noise comes from random() (not cryptographic). `install_macros`
-installs the same macros but replaces the file's noise hooks with duckdp's keyed noise UDFs
-(AES-128 PRF of duckdp/prf.py, key from os.urandom unless seeded), registered on the connection
-under the hook names, so `SELECT * FROM duckdp_weighted_gaussian(...)` draws cryptographic noise.
-The macros' PRF inputs are (the round's salt, the key's rank among the round's keys): injective on
-the keys of a round, like duckdp.select's counters (duckdp/counters.py), without a digest.
+The template holds placeholders for the PRF secret, the seeded flag and δ's floor (MIN_DELTA); `macro_sql` fills them
+with 256 bits from os.urandom (a private file) or with the public key of a numbered test
+(`test_key`: reproducible, not private, and every table macro's result gets `duckdp_seeded`).
+An unrendered template fails to load (the secret placeholder is not SQL), so no file runs keyless.
 """
 from __future__ import annotations
 
-import re
+import hashlib
+import os
 
-import numpy as np
-import pyarrow as pa
-
-from .rng import Randomness
+from .errors import InvalidParameter
+from .privacy.budget import MIN_DELTA
 from .templates import sql_dir
 
-_HOOKS = re.compile(r"^-- <duckdp:noise-hooks>.*?^-- </duckdp:noise-hooks>\n", re.S | re.M)
-# The hook functions the macros call; install_macros registers these names as UDFs.
-UDF_NAMES = ("duckdp_salt", "duckdp_gaussian_noise")
+_SECRET, _SEEDED, _SEEDED_COLUMN = "__DUCKDP_SECRET__", "__DUCKDP_SEEDED__", "__DUCKDP_SEEDED_COLUMN__"
+_MIN_DELTA = "__DUCKDP_MIN_DELTA__"   # the δ floor of duckdp.privacy.budget, refused below in duckdp_plan
+_TEST_KEY_DOMAIN = b"duckdp macros test key "
 
 
-def macro_sql() -> str:
-    """The text of the shipped macro file (pure SQL, random()-based noise)."""
-    return (sql_dir() / "macros.sql").read_text(encoding="utf-8")
+def secret_of_test_key(test_key: int) -> str:
+    """The public secret of test key `test_key`: sha256("duckdp macros test key <N>") in hex."""
+    if isinstance(test_key, bool) or not isinstance(test_key, int) or test_key < 0:
+        raise InvalidParameter(f"test key must be an integer >= 0, got {test_key!r}")
+    return hashlib.sha256(_TEST_KEY_DOMAIN + str(test_key).encode()).hexdigest()
 
 
-def _without_hooks(text: str) -> str:
-    stripped, n = _HOOKS.subn("", text)
-    if n != 1:
-        raise RuntimeError("macros.sql must contain exactly one <duckdp:noise-hooks> block")
-    return stripped
+def macro_sql(test_key: int | None = None) -> str:
+    """The macro file with a fresh 256-bit secret from os.urandom, or test key `test_key`'s public one."""
+    text = (sql_dir() / "macros.sql").read_text(encoding="utf-8")
+    for token, count in ((_SECRET, 1), (_SEEDED, 1), (_MIN_DELTA, 2)):
+        if text.count(token) != count:
+            raise RuntimeError(f"macros.sql must contain {token} exactly {count} time(s)")
+    seeded = test_key is not None
+    secret = os.urandom(32).hex() if test_key is None else secret_of_test_key(test_key)
+    return (text.replace(_SECRET, f"'{secret}'")
+                .replace(_SEEDED, "true" if seeded else "false")
+                .replace(_MIN_DELTA, repr(float(MIN_DELTA)))
+                .replace(_SEEDED_COLUMN, ", true AS duckdp_seeded" if seeded else ""))
+
+
+def write_macro_file(path: str, test_key: int | None = None) -> None:
+    """Write the rendered macro file to `path`, readable by its owner only (mode 0600)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        os.fchmod(out.fileno(), 0o600)   # an existing file keeps its mode under O_CREAT
+        out.write(macro_sql(test_key))
 
 
 def install_macros(con, seed: int | None = None) -> None:
-    """Install duckdp's table and scalar macros on `con`, with secure keyed noise.
+    """Install duckdp's table and scalar macros on `con`, keyed by a fresh secret from os.urandom.
 
-    The UDFs `duckdp_salt()` and `duckdp_gaussian_noise(value, scale, salt, key_id)` stay registered
-    for the connection's lifetime (reinstalling replaces them). Every noise value is the AES PRF of
-    (per-round salt, the key's rank among the round's keys), so distinct keys get independent noise
-    and each round fresh noise. `seed` makes runs reproducible (tests and demos only; not private).
+    The macros are the shell's, pure SQL: every noise value and the truncation order are a keyed
+    SHA-256 PRF (see the file's header). `seed` uses test key `seed` instead and seeds DuckDB's
+    generator (setseed) from it, so runs are reproducible: tests and demos only, not private; the
+    table macros' results then carry `duckdp_seeded = true`.
     """
-    randomness = Randomness(seed)
-    tag = randomness.next_round()           # one noise sub-key; counters carry the per-round salt
-
-    def add_noise(value, scale, salt, key_id):
-        # PRF input (hi, lo) = (the round's salt, the key's rank among the round's keys): distinct
-        # keys of a round get distinct inputs, rounds differ in their salts (duckdp/counters.py
-        # explains why a data-dependent injective assignment is private).
-        v = value.to_numpy(zero_copy_only=False)
-        s = scale.to_numpy(zero_copy_only=False)
-        hi = salt.to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-        lo = key_id.to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-        z = randomness.noise("gaussian", tag, hi, lo)
-        return pa.array(v + s * z, type=pa.float64())
-
-    for name in UDF_NAMES:
-        try:
-            con.remove_function(name)
-        except Exception:  # not registered yet
-            pass
-    con.create_function("duckdp_salt", randomness.salt, [], "UBIGINT", side_effects=True)
-    con.create_function("duckdp_gaussian_noise", add_noise, ["DOUBLE", "DOUBLE", "UBIGINT", "UBIGINT"], "DOUBLE",
-                        type="arrow", side_effects=True)
-    con.execute(_without_hooks(macro_sql()))
+    con.execute(macro_sql(seed))
+    if seed is not None:
+        con.execute("SELECT setseed(?)", [(seed % 2**31) / 2**31]).fetchall()

@@ -1,18 +1,20 @@
 -- duckdp macros for the DuckDB shell: differentially private partition selection in pure SQL.
 --
---   .read duckdp.sql          (print this file with `duckdp macros > duckdp.sql`)
---   SELECT setseed(0.42);     -- optional: reproducible runs, for tests and demos only
+--   .read duckdp.sql          (write it with `duckdp macros -o duckdp.sql`: it holds a fresh secret)
 --   SELECT * FROM duckdp_weighted_gaussian('reviews', 'user_id', 'item', epsilon := 1, delta := 1e-6);
 --
 -- Table macros (user-level privacy: adding/removing one user with all their rows):
 --   duckdp_weighted_gaussian(tbl, user_col, item_col, epsilon|rho, delta, max_contributions := 100)
 --   duckdp_count_gaussian(...)       same arguments; counts, noise scaled by √Δ0
---   duckdp_dpsips(..., ratio := 1/3)  DP-SIPS Alg. 3 with iterations fixed at 3
+--   duckdp_dpsips(..., iterations := 3, ratio := 1/3)   DP-SIPS Alg. 3
+--   duckdp_adaptive_sips(..., iterations := 3, ratio := 1/3, a_drop := -0.5, a_full := 0.5, beta_min := 0.5)
 --   duckdp_mad(..., adaptive_excess := 3, adaptive_min_degree := 2, max_adaptive_degree := Δ0)   MAD
 --   duckdp_plan(epsilon|rho, delta, max_contributions, …)   σ and threshold per round, no data read
--- Each returns one column, named like `item_col`, holding the released keys. `tbl` is a table or
--- view name (optionally schema-qualified) or a file DuckDB can scan, such as 'reviews.parquet';
--- it is read through query_table() and never written. `user_col` and `item_col` (one key column)
+--   duckdp_sips_plan(epsilon|rho, delta, max_contributions, iterations, ratio, beta_min)   the SIPS rounds' plan
+-- Each returns one column, named like `item_col`, holding the released keys sorted by key (so the
+-- order is a function of the released set only, never of unreleased keys or thread scheduling).
+-- `tbl` is a table or view name (optionally schema-qualified) or a file DuckDB can scan, such as
+-- 'reviews.parquet'; it is read through query_table() and never written. `user_col` and `item_col` (one key column)
 -- are matched to the input's columns by name, case-insensitively, and never spliced into SQL text;
 -- a name that matches no column fails with DuckDB's `Could not find key "x" in struct`. Input
 -- columns must not start with `_dp_`; rows with a NULL user or item are refused.
@@ -20,16 +22,16 @@
 -- Scalar macros: duckdp_ndtr (Φ), duckdp_ndtri (Φ⁻¹), duckdp_erf, duckdp_expm1, duckdp_log1p,
 -- duckdp_zcdp_sigma, duckdp_analytic_gaussian_sigma, duckdp_gaussian_threshold.
 --
--- RANDOMNESS — NOT CRYPTOGRAPHIC. Noise here comes from DuckDB's random() (a PCG generator that
--- setseed() reseeds), which is not a cryptographically secure source, and from DuckDB's hash(),
--- which is not a keyed PRF: whoever can predict random() can undo the noise. Each round draws
--- 64-bit salts from random() once, in a one-row AS MATERIALIZED CTE; every item's noise is then
--- Φ⁻¹ of a uniform taken from hash(salt, key id), the key id being the key's rank among the
--- round's keys (so distinct keys never share a counter). So no volatile call is ever substituted
--- into a macro argument, noise is fresh per item and per round, and runs are reproducible after
--- setseed() whatever the thread count. For secure noise use Python: `duckdp.install_macros(con)`
--- installs these same macros with duckdp's noise UDFs (keyed by a secret from os.urandom) in
--- place of the <duckdp:noise-hooks> block below.
+-- RANDOMNESS — A KEYED PRF. Every noise value and the truncation order are SHA-256 of this file's
+-- secret (duckdp_secret(), 256 bits from os.urandom written by `duckdp macros`; keep the file
+-- private: `duckdp macros -o duckdp.sql` creates it mode 0600) followed by a fixed-length message:
+-- salt ‖ key id for noise, salt ‖ hash(user, key) for truncation. Each call draws a fresh nonce
+-- (uuid(), the transaction time and a sequence), and the salts of its rounds are PRF values of
+-- (nonce, round, purpose), so calls never share noise. DuckDB's random(), uuid() and hash() only make
+-- the inputs distinct; none of them is relied on for secrecy, and setseed() does not make runs
+-- reproducible. `duckdp macros --test-key N` (or duckdp.install_macros(con, seed=N)) writes the
+-- documented, public key of test N instead: with it, setseed() makes runs reproducible, the
+-- releases are NOT private, and every table macro's result carries `duckdp_seeded = true`.
 --
 -- The privacy calibration (σ and thresholds) is computed here in SQL and equals duckdp's Python
 -- calibration (duckdp.privacy.calibration) to 1e-9 relative; duckdp's tests check this.
@@ -38,10 +40,6 @@
 -- ---------------------------------------------------------------------------------------------
 -- Scalar math. DuckDB has no erf, Φ, Φ⁻¹, expm1 or log1p; these match scipy to ≤ 1e-12 relative.
 -- ---------------------------------------------------------------------------------------------
-
--- U(0, 1), open interval, from the top 53 bits of a mixing hash of a 64-bit counter.
-CREATE OR REPLACE TEMP MACRO duckdp_hash_uniform(counter) AS
-  ((hash(counter::UBIGINT) >> 11)::DOUBLE + 0.5e0) * 1.1102230246251565e-16;
 
 -- (Macros below evaluate their argument once via list_transform([arg], lambda v: …)[1]: a macro
 -- argument is substituted at every use, which would multiply the expression size when nested.)
@@ -128,16 +126,49 @@ CREATE OR REPLACE TEMP MACRO duckdp_ndtri(p) AS list_transform([p::DOUBLE], lamb
       + 42.313330701600911252e0) * r + 1.0e0))[1])[1]
   ELSE sign(u - 0.5e0) * duckdp_ndtri_tail(sqrt(-ln(least(u, 1.0e0 - u)))) END)[1];
 
--- <duckdp:noise-hooks> pure-SQL noise; duckdp.install_macros replaces this block with UDFs
--- A fresh 64-bit salt from two random() draws (volatile: call it only in a one-row CTE).
-CREATE OR REPLACE TEMP MACRO duckdp_salt() AS
-  ((floor(random() * 4294967296.0e0)::UBIGINT << 32) | floor(random() * 4294967296.0e0)::UBIGINT);
--- value + scale·N(0, 1), the normal drawn by inversion of a hash uniform of the counter (salt, key id):
--- key ids are distinct within a round and hash(salt, ·) is injective for a fixed salt (DuckDB mixes
--- the second argument with a bijective murmur64 finaliser), so distinct keys get distinct counters.
+-- ---------------------------------------------------------------------------------------------
+-- Keyed randomness. The secret is 64 hex characters, exactly one SHA-256 block, so
+-- sha256(secret ‖ m) = f(f(IV, secret), pad(m)) is the cascade construction keyed by the secret
+-- chaining value; every message below is shorter than 56 bytes and of a fixed length per leading
+-- domain letter (a prefix-free set), on which the cascade is a PRF if SHA-256's compression
+-- function is (Bellare, Canetti & Krawczyk, FOCS 1996, Thm 3.1; the assumption behind HMAC).
+-- ---------------------------------------------------------------------------------------------
+
+-- <duckdp:key> rendered by `duckdp macros` / duckdp.install_macros (this line fails unrendered)
+CREATE OR REPLACE TEMP MACRO duckdp_secret() AS __DUCKDP_SECRET__;
+CREATE OR REPLACE TEMP MACRO duckdp_seeded() AS __DUCKDP_SEEDED__;
+-- </duckdp:key>
+
+-- v as 16 upper-case hex digits (a fixed-length field of a PRF message).
+CREATE OR REPLACE TEMP MACRO duckdp_hex64(v) AS lpad(to_hex(v::UBIGINT), 16, '0');
+
+-- The PRF: the first 64 bits of sha256(secret ‖ msg), as a UBIGINT.
+CREATE OR REPLACE TEMP MACRO duckdp_prf(msg) AS ('0x' || left(sha256(duckdp_secret() || msg), 16))::UBIGINT;
+
+-- U(0, 1) from a 64-bit word v: m = v >> 12 (52 bits), u = (2m + 1)·2⁻⁵³. 2m + 1 < 2⁵³ is exact in
+-- a double, so u is exact, lies in [2⁻⁵³, 1 − 2⁻⁵³] (never 0 or 1) and the grid is symmetric
+-- (1 − u is on it), so the normal's tails stop at ±8.29σ alike.
+CREATE OR REPLACE TEMP MACRO duckdp_word_uniform(word) AS
+  ((word::UBIGINT >> 12) * 2 + 1)::DOUBLE * 1.1102230246251565e-16;
+
+-- A call's nonce: distinct per call (uuid(), the transaction's start in µs, a session counter). Only
+-- its uniqueness matters; the secret keeps the salts unpredictable. With a test key only uuid()
+-- is used, so setseed() reproduces runs. Volatile: call it only in a one-row MATERIALIZED CTE.
+CREATE TEMP SEQUENCE IF NOT EXISTS duckdp_nonce_counter;
+CREATE OR REPLACE TEMP MACRO duckdp_nonce() AS
+  ('0x' || left(sha256(uuid()::VARCHAR || CASE WHEN duckdp_seeded() THEN ''
+                                                ELSE ':' || epoch_us(now()) || ':' || nextval('duckdp_nonce_counter') END),
+                16))::UBIGINT;
+
+-- The salt of a call's round `round` for `purpose` ('t' truncation, 'n' noise): a PRF value.
+CREATE OR REPLACE TEMP MACRO duckdp_salt(nonce, round, purpose) AS
+  duckdp_prf('S' || duckdp_hex64(nonce) || duckdp_hex64(round) || purpose);
+
+-- value + scale·N(0, 1), the normal by inversion of the PRF uniform of (salt, key id): key ids are
+-- distinct within a round (ranks), so distinct keys get distinct messages and independent noise.
 CREATE OR REPLACE TEMP MACRO duckdp_gaussian_noise(value, scale, salt, key_id) AS
-  value::DOUBLE + scale::DOUBLE * duckdp_ndtri(duckdp_hash_uniform(hash(salt::UBIGINT, key_id::UBIGINT)));
--- </duckdp:noise-hooks>
+  value::DOUBLE + scale::DOUBLE
+    * duckdp_ndtri(duckdp_word_uniform(duckdp_prf('N' || duckdp_hex64(salt) || duckdp_hex64(key_id))));
 
 -- ---------------------------------------------------------------------------------------------
 -- Privacy calibration. Every σ and threshold is rounded up by 1e-12 relative, like duckdp's
@@ -182,8 +213,9 @@ CREATE OR REPLACE TEMP MACRO duckdp_gaussian_threshold(sigma, delta, max_contrib
                                                        novelty_scale := 1, novelty_exponent := 0.5) AS
   CASE WHEN NOT (sigma::DOUBLE > 0 AND delta::DOUBLE > 0 AND delta::DOUBLE < 1)
          THEN error('duckdp: threshold needs sigma > 0 and delta in (0, 1)')::DOUBLE
-       WHEN NOT max_contributions::DOUBLE >= 1 OR max_contributions::DOUBLE <> floor(max_contributions::DOUBLE)
-         THEN error('duckdp: max_contributions must be an integer >= 1')::DOUBLE
+       WHEN NOT (max_contributions::DOUBLE >= 1 AND max_contributions::DOUBLE <= 1000000
+                 AND max_contributions::DOUBLE = floor(max_contributions::DOUBLE))
+         THEN error('duckdp: max_contributions must be an integer in [1, 1000000] in the shell macros')::DOUBLE
        ELSE duckdp_round_up(list_max(list_transform(range(1, max_contributions::BIGINT + 1), lambda k:
          novelty_scale::DOUBLE * pow(k::DOUBLE, -novelty_exponent::DOUBLE)
          - sigma::DOUBLE * duckdp_ndtri(duckdp_per_item_tail(delta, k))))) END;
@@ -198,7 +230,7 @@ CREATE OR REPLACE TEMP MACRO duckdp_gaussian_threshold(sigma, delta, max_contrib
 -- SELECT * FROM duckdp_plan(epsilon := 1, delta := 1e-5, max_contributions := 100);
 CREATE OR REPLACE TEMP MACRO duckdp_plan(epsilon := NULL, rho := NULL, delta := NULL, max_contributions := 100,
                                          shares := [1.0e0], sensitivity := 1, novelty_scale := 1,
-                                         novelty_exponent := 0.5) AS TABLE
+                                         novelty_exponent := 0.5, novelty_scales := NULL) AS TABLE
 WITH checked AS (    -- the budget arguments, refused unless exactly one of epsilon/rho and a delta
   SELECT CASE WHEN (epsilon IS NULL) = (rho IS NULL)
                 THEN error('duckdp: give exactly one of epsilon := (for (ε, δ)-DP) or rho := (for zCDP)')
@@ -206,6 +238,12 @@ WITH checked AS (    -- the budget arguments, refused unless exactly one of epsi
               WHEN NOT (coalesce(epsilon, rho)::DOUBLE > 0 AND coalesce(epsilon, rho)::DOUBLE < 'infinity'::DOUBLE)
                 THEN error('duckdp: epsilon/rho must be a finite number > 0')
               WHEN NOT (delta::DOUBLE > 0 AND delta::DOUBLE < 1) THEN error('duckdp: delta must be in (0, 1)')
+              WHEN NOT (max_contributions::DOUBLE >= 1 AND max_contributions::DOUBLE <= 1000000
+                        AND max_contributions::DOUBLE = floor(max_contributions::DOUBLE))
+                THEN error('duckdp: max_contributions must be an integer in [1, 1000000] in the shell macros '
+                           '(their thresholds scan every k <= max_contributions; duckdp.select plans up to 1e15)')
+              WHEN delta::DOUBLE < __DUCKDP_MIN_DELTA__    -- duckdp.privacy.budget.MIN_DELTA
+                THEN error('duckdp: delta must be >= __DUCKDP_MIN_DELTA__ (the noise sampler''s resolution)')
               ELSE true END AS _dp_ok
 ), budgets AS (      -- one row per round with its share of the budget
   SELECT generate_subscripts(shares, 1) - 1 AS _dp_round, unnest(shares)::DOUBLE AS _dp_share
@@ -224,18 +262,28 @@ WITH checked AS (    -- the budget arguments, refused unless exactly one of epsi
   FROM budgets, joint
 )
 SELECT _dp_round AS round, _dp_eps AS epsilon, _dp_rho AS rho, _dp_delta AS delta, _dp_sigma AS sigma,
-       duckdp_gaussian_threshold(_dp_sigma, _dp_novel, max_contributions, novelty_scale, novelty_exponent) AS threshold
+       duckdp_gaussian_threshold(_dp_sigma, _dp_novel, max_contributions,
+                                 coalesce((novelty_scales::DOUBLE[])[_dp_round + 1], novelty_scale), novelty_exponent) AS threshold
 FROM calibrated ORDER BY _dp_round;
 
 -- ---------------------------------------------------------------------------------------------
 -- Table macros: weight → noise → threshold. Internal columns start with `_dp_`. Truncation keeps
--- each user's Δ0 keys of smallest salted hash (a uniform subset, fixed given the salt); salts
--- are used as hash(xor(hash(cols), salt)) because DuckDB's multi-argument hash only xors.
+-- each user's Δ0 keys of smallest PRF value (a uniform subset, fixed given the salt).
 -- ---------------------------------------------------------------------------------------------
 
--- The truncation order, shared by every table macro: the same keyed hash as duckdp's truncation
--- stage (sql/stage_truncate.sql), so for one key column and the same salt both keep the same subset.
-CREATE OR REPLACE TEMP MACRO duckdp_trunc_order(user_id, item, salt) AS hash(xor(hash(user_id, item), salt));
+-- The truncation order, shared by every table macro: a PRF value of (salt, hash(user, key)),
+-- unpredictable without the secret. hash() only shortens the pair; callers break ties (two keys
+-- of one user with equal hashes) by the key itself, so the kept subset is a function of the user's
+-- own keys and the salt.
+CREATE OR REPLACE TEMP MACRO duckdp_trunc_order(user_id, item, salt) AS
+  duckdp_prf('T' || duckdp_hex64(salt) || duckdp_hex64(hash(user_id, item)));
+
+-- A pair's rank among its user's `size` pairs in truncation order (ties by the key): the truncation
+-- window, written once; every table macro keeps the pairs of rank ≤ Δ0. A user with size ≤ Δ0
+-- keeps every pair whatever the order, so the PRF is computed only for users over Δ0.
+CREATE OR REPLACE TEMP MACRO duckdp_trunc_rank(user_id, item, salt, size, max_contributions) AS
+  row_number() OVER (PARTITION BY user_id ORDER BY CASE WHEN size > max_contributions
+                                                        THEN duckdp_trunc_order(user_id, item, salt) END, item);
 
 -- Distinct (user, key) pairs of `tbl`, the key twice: as _dp_item and under its own name (for the
 -- output). Columns are matched by name, never spliced into SQL; NULL users/items are refused.
@@ -257,14 +305,13 @@ WHERE CASE WHEN lower(user_col) = lower(item_col) THEN error('duckdp: user_col a
 CREATE OR REPLACE TEMP MACRO duckdp_basic(tbl, user_col, item_col, epsilon, rho, delta, max_contributions,
                                           weight_exponent, sensitivity, novelty_exponent) AS TABLE
 WITH plan AS MATERIALIZED (      -- σ and T (no data read) and this run's salts, drawn once
-  SELECT sigma, threshold, duckdp_salt() AS _dp_trunc_salt, duckdp_salt() AS _dp_noise_salt
-  FROM duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
+  SELECT sigma, threshold, duckdp_salt(nonce, 0, 't') AS _dp_trunc_salt, duckdp_salt(nonce, 0, 'n') AS _dp_noise_salt
+  FROM (SELECT duckdp_nonce() AS nonce), duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
                    sensitivity := sensitivity, novelty_exponent := novelty_exponent)
 ), ranked AS (       -- each user's keys in salted-hash order, with the user's distinct-key count
-  SELECT pairs.*, row_number() OVER (PARTITION BY _dp_user
-                                     ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt)) AS _dp_rank,
-         count(*) OVER (PARTITION BY _dp_user) AS _dp_size
-  FROM duckdp_pairs(tbl, user_col, item_col) AS pairs, plan
+  SELECT sized.*, duckdp_trunc_rank(_dp_user, _dp_item, plan._dp_trunc_salt, _dp_size, max_contributions) AS _dp_rank
+  FROM (SELECT pairs.*, count(*) OVER (PARTITION BY _dp_user) AS _dp_size
+        FROM duckdp_pairs(tbl, user_col, item_col) AS pairs) AS sized, plan
 ), weighted AS (     -- per-key weight sums over the kept pairs
   SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size),
          sum(pow(least(_dp_size, max_contributions), -weight_exponent)) AS _dp_w
@@ -273,7 +320,7 @@ WITH plan AS MATERIALIZED (      -- σ and T (no data read) and this run's salts
   SELECT weighted.* FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM weighted) AS weighted, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, plan._dp_noise_salt, _dp_key_id::UBIGINT) >= plan.threshold
 )
-SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) FROM released;
+SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM released ORDER BY _dp_item;
 
 -- Weighted Gaussian: weight 1/√|W̄_u|, ℓ2 sensitivity 1, ρ(k) = 1/√k (Gopi et al. 2020 Thm 5.1;
 -- zCDP: DP-SIPS Alg. 2, Thm 13).
@@ -287,59 +334,114 @@ CREATE OR REPLACE TEMP MACRO duckdp_count_gaussian(tbl, user_col, item_col, epsi
 SELECT * FROM duckdp_basic(tbl, user_col, item_col, epsilon, rho, delta, max_contributions, 0.0,
                            sqrt(max_contributions::DOUBLE), 0.0);
 
--- DP-SIPS (Swanberg, Desfontaines, Haney 2023, Alg. 3, Thm 14), iterations fixed at I = 3 and
--- unrolled: round i runs Weighted Gaussian with the share r^{I−i−1}(1−r)/(1−r^I) of ε or ρ and
--- of δ (1/I when r = 1) on every user's set minus the keys released so far, re-truncated to Δ0;
--- the output is the union. zCDP composes additively (Thm 14); (ε, δ) exactly as Gaussians (duckdp_plan).
--- Round i's share r^{I−i−1}(1−r)/(1−r^I) of the budget, I = 3; 1/I when r = 1 (DP-SIPS Alg. 3, lines 3–6).
-CREATE OR REPLACE TEMP MACRO duckdp_dpsips_shares(ratio) AS
-  CASE WHEN NOT ratio::DOUBLE > 0 THEN error('duckdp: ratio must be > 0')::DOUBLE[]
-       WHEN ratio::DOUBLE = 1 THEN [1 / 3, 1 / 3, 1 / 3]::DOUBLE[]
-       ELSE list_transform([2, 1, 0], lambda j: pow(ratio::DOUBLE, j) * (1 - ratio::DOUBLE) / (1 - pow(ratio::DOUBLE, 3))) END;
+-- DP-SIPS and adaptive SIPS: I rounds of one round, chained by a recursive CTE (duckdp_sips).
+-- Round j's share of the budget is r^{I−j−1}(1−r)/(1−r^I), 1/I when r = 1 (DP-SIPS Alg. 3,
+-- lines 3–6), evaluated like duckdp.mechanisms.dpsips.round_shares: r^{I−j−1}/Σ r^i in log space.
+CREATE OR REPLACE TEMP MACRO duckdp_sips_shares(ratio, iterations := 3) AS
+  CASE WHEN NOT (iterations::DOUBLE >= 1 AND iterations::DOUBLE <= 1000 AND iterations::DOUBLE = floor(iterations::DOUBLE))
+         THEN error('duckdp: iterations must be an integer in [1, 1000]')::DOUBLE[]
+       WHEN NOT (ratio::DOUBLE > 0 AND ratio::DOUBLE < 'infinity'::DOUBLE)
+         THEN error('duckdp: ratio must be a finite number > 0')::DOUBLE[]
+       ELSE list_transform([list_transform(range(iterations::BIGINT), lambda j:
+              exp((iterations::BIGINT - 1 - j) * ln(ratio::DOUBLE) - greatest((iterations::BIGINT - 1) * ln(ratio::DOUBLE), 0)))],
+            lambda w: CASE WHEN list_min(w) / list_sum(w) > 0 THEN list_transform(w, lambda x: x / list_sum(w))
+                           ELSE error('duckdp: ratio leaves a round with no budget')::DOUBLE[] END)[1] END;
 
-CREATE OR REPLACE TEMP MACRO duckdp_dpsips(tbl, user_col, item_col, epsilon := NULL, rho := NULL, delta := NULL,
-                                           max_contributions := 100, ratio := 1 / 3) AS TABLE
-WITH plan AS MATERIALIZED (      -- σ_i, T_i of the three rounds (no data read) and six salts
+-- Every round's budget, σ_j, T_j and cap c_j, no data read (duckdp.mechanisms: DPSIPS.plan for
+-- beta_min = 1, AdaptiveSIPS.plan otherwise). c_j = 1 in round 0 and 1/β_min later (novel
+-- sensitivity c_j/√k: Gopi et al. 2020 Thm 5.1; docs/specs/adaptive-sips.md, privacy step 2).
+CREATE OR REPLACE TEMP MACRO duckdp_sips_plan(epsilon := NULL, rho := NULL, delta := NULL, max_contributions := 100,
+                                              iterations := 3, ratio := 1 / 3, beta_min := 1) AS TABLE
+SELECT *, CASE WHEN round = 0 THEN 1.0e0 ELSE 1 / beta_min::DOUBLE END AS cap
+FROM duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
+                 shares := duckdp_sips_shares(ratio, iterations),
+                 novelty_scales := CASE WHEN NOT (beta_min::DOUBLE > 0 AND beta_min::DOUBLE <= 1)
+                                          THEN error('duckdp: beta_min must be in (0, 1]')::DOUBLE[]
+                                        ELSE list_transform(range(iterations::BIGINT), lambda j:
+                                               CASE WHEN j = 0 THEN 1.0e0 ELSE 1 / beta_min::DOUBLE END) END);
+
+-- The SIPS rounds (docs/specs/adaptive-sips.md, on DP-SIPS Alg. 3). Each pair carries its key's
+-- state: status 'o' (in play), 'r' (released), 'd' (dropped), and level ∈ {β_min, 1}. Round j:
+--   1. R_u = the user's pairs in play;  2. R̃_u = the min(|R_u|, Δ0) of smallest PRF value (fresh salt);
+--   3. x_u = R̃_u's levels scaled to unit ℓ2 norm, capped at c_j/√d (d = |R̃_u|), the capped mass
+--      re-spread over the lower level, a final clip (sql/adaptive_sips_vectors.sql): ‖x_u‖₂ ≤ 1;
+--   4. w = Σ_u x_u; ŵ = w + N(0, σ_j²) on every key of ∪R_u (key id: its rank among them);
+--   5. O_j = keys of ∪R̃_u with ŵ ≥ T_j;  6. z = ŵ/σ_j: dropped if z < a_drop, level 1 if z ≥ a_full,
+--      else β_min. The result is ∪_j O_j; ŵ, levels and drops are never output.
+-- With beta_min = 1 and a_drop = a_full = −∞ every level stays 1 and x_u = 1/√d: DP-SIPS (Alg. 3).
+-- Privacy: each round is a Gaussian mechanism of ℓ2 sensitivity 1 given the public state, novel
+-- keys bounded by T_j (spec privacy steps 1–3; DP-SIPS Thm 13, 14; Dong, Roth & Su 2022 Cor. 3.3).
+CREATE OR REPLACE TEMP MACRO duckdp_sips(tbl, user_col, item_col, epsilon, rho, delta, max_contributions,
+                                         iterations, ratio, a_drop, a_full, beta_min) AS TABLE
+WITH RECURSIVE plan AS MATERIALIZED (   -- σ_j, T_j, c_j of every round and its salts (no data read)
   SELECT list(sigma ORDER BY round) AS _dp_sigma, list(threshold ORDER BY round) AS _dp_threshold,
-         [duckdp_salt(), duckdp_salt(), duckdp_salt()] AS _dp_trunc_salt,
-         [duckdp_salt(), duckdp_salt(), duckdp_salt()] AS _dp_noise_salt
-  FROM duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
-                   shares := duckdp_dpsips_shares(ratio))
-), pairs0 AS MATERIALIZED (      -- distinct (user, key) pairs of the input
-  SELECT * FROM duckdp_pairs(tbl, user_col, item_col)
-), round0 AS MATERIALIZED (      -- round 0: truncate, weigh 1/√|W̄_u|, add noise, threshold
-  SELECT w.* EXCLUDE (_dp_w, _dp_key_id) FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM (
-    SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
-    FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[1])) AS _dp_rank,
-                 count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs0 AS p, plan)
-    WHERE _dp_rank <= max_contributions GROUP BY ALL)) AS w, plan
-  WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[1], plan._dp_noise_salt[1], _dp_key_id::UBIGINT)
-        >= plan._dp_threshold[1]
-), pairs1 AS MATERIALIZED (      -- pairs whose key round 0 did not release (Alg. 3 line 9)
-  SELECT * FROM pairs0 WHERE _dp_item NOT IN (SELECT _dp_item FROM round0)
-), round1 AS MATERIALIZED (      -- round 1, same steps on the remaining pairs
-  SELECT w.* EXCLUDE (_dp_w, _dp_key_id) FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM (
-    SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
-    FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[2])) AS _dp_rank,
-                 count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs1 AS p, plan)
-    WHERE _dp_rank <= max_contributions GROUP BY ALL)) AS w, plan
-  WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[2], plan._dp_noise_salt[2], _dp_key_id::UBIGINT)
-        >= plan._dp_threshold[2]
-), pairs2 AS MATERIALIZED (      -- pairs whose key rounds 0–1 did not release
-  SELECT * FROM pairs1 WHERE _dp_item NOT IN (SELECT _dp_item FROM round1)
-), round2 AS MATERIALIZED (      -- round 2, with the largest share of the budget
-  SELECT w.* EXCLUDE (_dp_w, _dp_key_id) FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM (
-    SELECT * EXCLUDE (_dp_user, _dp_rank, _dp_size), sum(1 / sqrt(least(_dp_size, max_contributions))) AS _dp_w
-    FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                         ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt[3])) AS _dp_rank,
-                 count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM pairs2 AS p, plan)
-    WHERE _dp_rank <= max_contributions GROUP BY ALL)) AS w, plan
-  WHERE duckdp_gaussian_noise(_dp_w, plan._dp_sigma[3], plan._dp_noise_salt[3], _dp_key_id::UBIGINT)
-        >= plan._dp_threshold[3]
+         list(cap ORDER BY round) AS _dp_cap,
+         list_transform(range(count(*)), lambda j: duckdp_salt(any_value(nonce), j, 't')) AS _dp_trunc_salt,
+         list_transform(range(count(*)), lambda j: duckdp_salt(any_value(nonce), j, 'n')) AS _dp_noise_salt
+  FROM (SELECT duckdp_nonce() AS nonce),
+       duckdp_sips_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
+                        iterations := iterations, ratio := ratio, beta_min := beta_min)
+), rounds AS (       -- round 0: every distinct pair in play at level 1; then one row per pair per round
+  SELECT pairs.*, 0 AS _dp_round, 'o' AS _dp_status, 1.0e0 AS _dp_level
+  FROM duckdp_pairs(tbl, user_col, item_col) AS pairs
+  UNION ALL
+  SELECT * FROM (
+    WITH open AS (   -- step 1: R_u, the pairs still in play, with the round's parameters
+      SELECT rounds.*, plan._dp_sigma[_dp_round + 1] AS _dp_s, plan._dp_threshold[_dp_round + 1] AS _dp_t,
+             plan._dp_cap[_dp_round + 1] AS _dp_c, plan._dp_trunc_salt[_dp_round + 1] AS _dp_ts,
+             plan._dp_noise_salt[_dp_round + 1] AS _dp_ns
+      FROM rounds, plan WHERE _dp_status = 'o' AND _dp_round < len(plan._dp_sigma)
+    ), kept AS (     -- step 2: R̃_u and d
+      SELECT _dp_user, _dp_item, _dp_level, _dp_c, least(_dp_size, max_contributions) AS _dp_d
+      FROM (SELECT *, count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM open)
+      QUALIFY duckdp_trunc_rank(_dp_user, _dp_item, _dp_ts, _dp_size, max_contributions) <= max_contributions
+    ), scaled AS (   -- step 3: level-1 entries min(1/√Σl², c/√d), with the user's lower-level mass
+      SELECT *, least(1 / sqrt(sum(_dp_level * _dp_level) OVER (PARTITION BY _dp_user)), _dp_c / sqrt(_dp_d)) AS _dp_hi,
+             count(*) FILTER (WHERE _dp_level >= 1) OVER (PARTITION BY _dp_user) AS _dp_nhi,
+             coalesce(sum(_dp_level * _dp_level) FILTER (WHERE _dp_level < 1) OVER (PARTITION BY _dp_user), 0) AS _dp_sslo
+      FROM kept
+    ), weights AS (  -- step 4: w_i = Σ_u x_ui over R̃ (keys of ∪R_u that nobody kept get no row)
+      SELECT _dp_item, sum(CASE WHEN _dp_level >= 1 THEN _dp_hi
+                                ELSE least(_dp_level * sqrt(greatest(1 - _dp_nhi * _dp_hi * _dp_hi, 0) / _dp_sslo),
+                                           _dp_c / sqrt(_dp_d)) END) AS _dp_w
+      FROM scaled GROUP BY _dp_item
+    ), decided AS (  -- steps 4–6 per key of ∪R_u: noise (only where the result is used), release, state
+      SELECT _dp_item, _dp_w IS NOT NULL AND _dp_noisy >= _dp_t AS _dp_released, _dp_noisy / _dp_s AS _dp_z
+      FROM (SELECT *, CASE WHEN _dp_w IS NOT NULL OR a_drop::DOUBLE > '-infinity'::DOUBLE OR beta_min::DOUBLE < 1
+                           THEN duckdp_gaussian_noise(coalesce(_dp_w, 0), _dp_s, _dp_ns, _dp_key_id::UBIGINT) END AS _dp_noisy
+            FROM (SELECT keys.*, weights._dp_w, row_number() OVER (ORDER BY keys._dp_item) AS _dp_key_id
+                  FROM (SELECT DISTINCT _dp_item, _dp_s, _dp_t, _dp_ns FROM open) AS keys
+                  LEFT JOIN weights USING (_dp_item)))
+    )
+    SELECT open.* EXCLUDE (_dp_round, _dp_status, _dp_level, _dp_s, _dp_t, _dp_c, _dp_ts, _dp_ns),
+           open._dp_round + 1,
+           CASE WHEN _dp_released THEN 'r' WHEN _dp_z < a_drop::DOUBLE THEN 'd' ELSE 'o' END,
+           CASE WHEN _dp_z >= a_full::DOUBLE THEN 1.0e0 ELSE beta_min::DOUBLE END
+    FROM open JOIN decided USING (_dp_item))
 )
-SELECT * EXCLUDE (_dp_item) FROM (FROM round0 UNION ALL FROM round1 UNION ALL FROM round2);
+SELECT * EXCLUDE (_dp_item) __DUCKDP_SEEDED_COLUMN__
+FROM (SELECT DISTINCT * EXCLUDE (_dp_user, _dp_round, _dp_status, _dp_level) FROM rounds WHERE _dp_status = 'r')
+ORDER BY _dp_item;
+
+-- DP-SIPS (Swanberg, Desfontaines, Haney 2023, Alg. 3, Thm 14): round i runs Weighted Gaussian with
+-- its share of ε or ρ and of δ on every user's set minus the keys released so far, re-truncated
+-- to Δ0; the output is the union. zCDP composes additively (Thm 14); (ε, δ) exactly as Gaussians.
+CREATE OR REPLACE TEMP MACRO duckdp_dpsips(tbl, user_col, item_col, epsilon := NULL, rho := NULL, delta := NULL,
+                                           max_contributions := 100, iterations := 3, ratio := 1 / 3) AS TABLE
+SELECT * FROM duckdp_sips(tbl, user_col, item_col, epsilon, rho, delta, max_contributions, iterations, ratio,
+                          '-infinity'::DOUBLE, '-infinity'::DOUBLE, 1);
+
+-- Adaptive SIPS (docs/specs/adaptive-sips.md): DP-SIPS rounds in which keys whose noisy weight fell
+-- below a_drop·σ are dropped and keys below a_full·σ get level β_min; defaults as in Python.
+CREATE OR REPLACE TEMP MACRO duckdp_adaptive_sips(tbl, user_col, item_col, epsilon := NULL, rho := NULL,
+                                                  delta := NULL, max_contributions := 100, iterations := 3,
+                                                  ratio := 1 / 3, a_drop := -0.5, a_full := 0.5, beta_min := 0.5) AS TABLE
+SELECT * FROM duckdp_sips(tbl, user_col, item_col, epsilon, rho, delta, max_contributions, iterations, ratio,
+  CASE WHEN NOT (a_drop::DOUBLE > '-infinity'::DOUBLE AND a_drop::DOUBLE < 'infinity'::DOUBLE
+                 AND a_full::DOUBLE > '-infinity'::DOUBLE AND a_full::DOUBLE < 'infinity'::DOUBLE)
+         THEN error('duckdp: a_drop and a_full must be finite numbers (in units of the round''s σ)')::DOUBLE
+       WHEN a_drop::DOUBLE > a_full::DOUBLE THEN error('duckdp: a_drop must not exceed a_full')::DOUBLE
+       ELSE a_drop::DOUBLE END, a_full, beta_min);
 
 -- MAD, unbiased (Chen et al. ICML 2025, Alg. 3, as reconstructed in docs/specs/mad-mad2r.md §5): capped
 -- sets S̃_u with d_u = |S̃_u| and w^u_i = 1/√d_u; adaptive users A have Δ_min ≤ d_u ≤ Δ_max.
@@ -363,15 +465,14 @@ WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the 
               ELSE adaptive_min_degree::BIGINT END AS _dp_min_degree,
          1 / sqrt(coalesce(max_adaptive_degree, max_contributions)::DOUBLE)
            - 1 / (2 * coalesce(max_adaptive_degree, max_contributions)::DOUBLE) AS _dp_reroute,
-         duckdp_salt() AS _dp_trunc_salt, duckdp_salt() AS _dp_noise_salt
-  FROM duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions)
+         duckdp_salt(nonce, 0, 't') AS _dp_trunc_salt, duckdp_salt(nonce, 0, 'n') AS _dp_noise_salt
+  FROM (SELECT duckdp_nonce() AS nonce), duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions)
 ), bounded AS MATERIALIZED (     -- kept pairs with d_u and whether the user is adaptive
   SELECT r.* EXCLUDE (_dp_rank, _dp_size), least(_dp_size, max_contributions)::DOUBLE AS _dp_d,
          least(_dp_size, max_contributions) BETWEEN plan._dp_min_degree AND plan._dp_max_degree AS _dp_adaptive
-  FROM (SELECT p.*, row_number() OVER (PARTITION BY _dp_user
-                                       ORDER BY duckdp_trunc_order(_dp_user, _dp_item, plan._dp_trunc_salt)) AS _dp_rank,
-               count(*) OVER (PARTITION BY _dp_user) AS _dp_size
-        FROM duckdp_pairs(tbl, user_col, item_col) AS p, plan) AS r, plan
+  FROM (SELECT p.*, duckdp_trunc_rank(_dp_user, _dp_item, plan._dp_trunc_salt, _dp_size, max_contributions) AS _dp_rank
+        FROM (SELECT pairs.*, count(*) OVER (PARTITION BY _dp_user) AS _dp_size
+              FROM duckdp_pairs(tbl, user_col, item_col) AS pairs) AS p, plan) AS r, plan
   WHERE _dp_rank <= max_contributions
 ), truncated AS (    -- stages 1–2: ρ_i = (ŵ_i − τ)/ŵ_i for keys whose initial weight exceeds τ
   SELECT _dp_item, (sum(1 / _dp_d) - any_value(plan._dp_tau)) / sum(1 / _dp_d) AS _dp_ratio
@@ -392,4 +493,4 @@ WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the 
   SELECT weighted.* FROM (SELECT *, row_number() OVER (ORDER BY _dp_item) AS _dp_key_id FROM weighted) AS weighted, plan
   WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, plan._dp_noise_salt, _dp_key_id::UBIGINT) >= plan.threshold
 )
-SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) FROM released;
+SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM released ORDER BY _dp_item;

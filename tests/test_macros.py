@@ -2,16 +2,22 @@
 
 Checks: scalar math against scipy, σ and thresholds against duckdp.privacy.calibration (1e-9
 relative, over a grid), released counts against the exact expectation Σ P(w + noise ≥ T) within
-4 standard errors, MAD weights against a numpy reference, bad input, and reproducibility.
+4 standard errors, MAD weights against a numpy reference, bad input, the keyed PRF (noise values
+recomputed from the secret with hashlib), secrets per file, and reproducibility under a test key.
 """
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
+import os
 import re
 import shutil
+import stat
 import subprocess
+import sys
+import tempfile
 
 import duckdb
 import numpy as np
@@ -20,7 +26,7 @@ from scipy.special import erf, ndtr, ndtri
 from scipy.stats import kstest
 
 import duckdp
-from duckdp.macros import macro_sql
+from duckdp.macros import macro_sql, secret_of_test_key
 from duckdp.mechanisms import get
 from duckdp.mechanisms.basic import gaussian_round
 from duckdp.privacy.budget import ZCDP, EpsDelta
@@ -31,13 +37,26 @@ CLI = shutil.which("duckdb")
 needs_cli = pytest.mark.skipif(CLI is None, reason="the duckdb CLI is not installed (pip install duckdb-cli)")
 
 
-def run_cli(sql: str) -> list[dict]:
-    """Run `sql` after `.read`-ing the macro file in the duckdb CLI; rows of the last statement."""
-    script = f".read '{sql_dir() / 'macros.sql'}'\n.mode csv\n{sql}\n"
-    proc = subprocess.run([CLI, "-batch"], input=script, capture_output=True, text=True, timeout=60)
+def run_cli(sql: str, macros: str | None = None) -> list[dict]:
+    """Run `sql` after `.read`-ing a macro file (default: test key 7's) in the duckdb CLI; rows of
+    the last statement."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(macro_sql(test_key=7) if macros is None else macros)
+    try:
+        script = f".read '{f.name}'\n.mode csv\n{sql}\n"
+        proc = subprocess.run([CLI, "-batch"], input=script, capture_output=True, text=True, timeout=60)
+    finally:
+        os.unlink(f.name)
     if proc.returncode != 0 or "Error" in proc.stderr:
         raise RuntimeError(proc.stderr or proc.stdout)
     return list(csv.DictReader(io.StringIO(proc.stdout)))
+
+
+def record_noise_inputs(con, record) -> None:
+    """Replace the noise macro by a Python UDF `record(value, scale, salt, key_id)` (Arrow arrays)."""
+    con.execute("DROP MACRO duckdp_gaussian_noise")
+    con.create_function("duckdp_gaussian_noise", record, ["DOUBLE", "DOUBLE", "UBIGINT", "UBIGINT"], "DOUBLE",
+                        type="arrow", side_effects=True)
 
 
 @pytest.fixture
@@ -111,16 +130,20 @@ def test_golden_values_from_python(mcon):
 
 
 @pytest.mark.parametrize("budget", [ZCDP(0.1, 1e-5), EpsDelta(1.0, 1e-6)])
-@pytest.mark.parametrize("ratio", [1 / 3, 1.0, 2.0])
-def test_dpsips_plan_equals_python(mcon, budget, ratio):
-    """duckdp_dpsips's per-round budgets, σ and T equal duckdp's DP-SIPS plan (Alg. 3, I = 3)."""
+@pytest.mark.parametrize("ratio,iterations", [(1 / 3, 3), (1.0, 3), (2.0, 3), (1 / 3, 1), (0.5, 6)])
+@pytest.mark.parametrize("algo,beta_min", [("dpsips", 1.0), ("adaptive_sips", 0.5), ("adaptive_sips", 0.2)])
+def test_sips_plan_equals_python(mcon, budget, ratio, iterations, algo, beta_min):
+    """duckdp_sips_plan's per-round budgets, σ and T equal duckdp's DP-SIPS / adaptive SIPS plan."""
     kind = "epsilon" if isinstance(budget, EpsDelta) else "rho"
     amount = budget.epsilon if kind == "epsilon" else budget.rho
-    rows = mcon.sql(f"SELECT {kind}, delta, sigma, threshold FROM duckdp_plan({kind} := $a, delta := $d, "
-                    "max_contributions := 50, shares := duckdp_dpsips_shares($r))",
-                    params={"a": amount, "d": budget.delta, "r": ratio}).fetchall()
-    plan = get("dpsips").plan(budget, 50, {"iterations": 3, "ratio": ratio})
-    assert len(rows) == len(plan) == 3
+    rows = mcon.sql(f"SELECT {kind}, delta, sigma, threshold FROM duckdp_sips_plan({kind} := $a, delta := $d, "
+                    "max_contributions := 50, iterations := $i, ratio := $r, beta_min := $b)",
+                    params={"a": amount, "d": budget.delta, "r": ratio, "i": iterations, "b": beta_min}).fetchall()
+    params = {"iterations": iterations, "ratio": ratio}
+    if algo == "adaptive_sips":
+        params.update(beta_min=beta_min, a_drop=-0.5, a_full=0.5)
+    plan = get(algo).plan(budget, 50, params)
+    assert len(rows) == len(plan) == iterations
     for (a, d, sigma, threshold), p in zip(rows, plan, strict=True):
         want = p.budget.epsilon if kind == "epsilon" else p.budget.rho
         assert a == pytest.approx(want, rel=1e-12) and d == pytest.approx(p.budget.delta, rel=1e-12)
@@ -189,8 +212,8 @@ def test_cli_dpsips_counts_match_expectation():
 
 
 def test_installed_released_counts_match_expectation():
-    """The same check with duckdp's secure keyed noise UDFs (install_macros): every call draws
-    fresh salts from the seeded generator, so the 30 calls are independent releases."""
+    """The same check through install_macros (Python connection): every call draws a fresh nonce,
+    so the 30 calls are independent releases."""
     seeds, plan = 30, gaussian_round(ZCDP(0.5, 1e-3), 4)
     c = duckdb.connect()
     try:
@@ -207,9 +230,10 @@ def test_installed_released_counts_match_expectation():
 
 @needs_cli
 def test_cli_noise_hook_is_fresh_standard_normal():
-    """The pure-SQL hook gives every (salt, key id) its own N(0, 1) draw: 20,000 key ids under one
+    """The keyed noise gives every (salt, key id) its own N(0, 1) draw: 20,000 key ids under one
     salt are distinct and pass a KS test; a second salt gives uncorrelated values for the same ids."""
-    rows = run_cli("""CREATE TEMP TABLE salts AS SELECT duckdp_salt() AS a, duckdp_salt() AS b;
+    rows = run_cli("""CREATE TEMP TABLE salts AS SELECT duckdp_salt(n, 0, 'n') AS a, duckdp_salt(n, 1, 'n') AS b
+        FROM (SELECT duckdp_nonce() AS n);
         SELECT duckdp_gaussian_noise(0, 1, a, i) AS x, duckdp_gaussian_noise(0, 1, b, i) AS y
         FROM range(20000) r(i), salts;""")
     x = np.array([float(r["x"]) for r in rows])
@@ -255,9 +279,7 @@ def test_mad_weights_equal_reference(mcon):
         seen.extend(value.to_pylist())
         return value
 
-    mcon.remove_function("duckdp_gaussian_noise")
-    mcon.create_function("duckdp_gaussian_noise", record, ["DOUBLE", "DOUBLE", "UBIGINT", "UBIGINT"], "DOUBLE",
-                         type="arrow", side_effects=True)
+    record_noise_inputs(mcon, record)
     ((sigma, threshold),) = mcon.sql("SELECT sigma, threshold FROM duckdp_plan(rho := 5, delta := 1e-3, "
                                      "max_contributions := 8)").fetchall()
     tau = threshold + 0.5 * sigma
@@ -272,7 +294,7 @@ def test_mad_weights_equal_reference(mcon):
 
 @needs_cli
 def test_cli_reproducible_under_setseed_and_quoted_names():
-    """Same setseed → same keys, another seed → other keys; awkward table/column names work.
+    """Under a test key: same setseed → same keys, another seed → other keys; awkward names work.
 
     200 keys held by 1..10 single-key users straddle every mechanism's threshold, so two seeds
     giving the same key set has negligible probability.
@@ -281,7 +303,7 @@ def test_cli_reproducible_under_setseed_and_quoted_names():
              "FROM range(200) r(j), LATERAL (SELECT unnest(range(j % 10 + 1)) AS m);\n")
     query = ("SELECT string_agg(\"it\"\"em\", ',' ORDER BY \"it\"\"em\") AS keys FROM duckdp_{m}('my t', 'User Id', "
              "'it\"em', rho := 0.5, delta := 1e-3, max_contributions := 4);")
-    for m in ("weighted_gaussian", "count_gaussian", "dpsips", "mad"):
+    for m in ("weighted_gaussian", "count_gaussian", "dpsips", "mad", "adaptive_sips"):
         runs = [run_cli(f"{setup}CREATE TEMP TABLE s AS SELECT setseed({s});\n{query.format(m=m)}")[0]["keys"]
                 for s in (0.25, 0.25, 0.75)]
         assert runs[0] == runs[1], m
@@ -307,7 +329,7 @@ def test_cli_bad_input_errors(args, message):
                 f"SELECT * FROM duckdp_weighted_gaussian({args});")
 
 
-@pytest.mark.parametrize("macro", ["weighted_gaussian", "count_gaussian", "dpsips", "mad"])
+@pytest.mark.parametrize("macro", ["weighted_gaussian", "count_gaussian", "dpsips", "mad", "adaptive_sips"])
 def test_unknown_column_is_named(mcon, macro):
     """An unknown user or item column fails naming it (not DuckDB's "empty set of columns"); issue #14 item 8."""
     mcon.execute("CREATE TABLE cols AS SELECT range % 9 AS user_id, 'k' || (range % 4) AS item FROM range(90)")
@@ -325,12 +347,11 @@ def test_cli_version_reported():
     assert out.startswith("v1.") or out.startswith("v2."), out
 
 
-def test_install_replaces_hooks_and_is_repeatable(mcon):
-    funcs = dict(mcon.sql("SELECT function_name, function_type FROM duckdb_functions() "
-                          "WHERE function_name IN ('duckdp_salt', 'duckdp_gaussian_noise')").fetchall())
-    assert funcs == {"duckdp_salt": "scalar", "duckdp_gaussian_noise": "scalar"}  # UDFs, not macros
-    duckdp.install_macros(mcon, seed=11)  # reinstalling replaces the UDFs instead of failing
-    assert "random()" in macro_sql() and "<duckdp:noise-hooks>" in macro_sql()
+def test_install_is_repeatable_and_the_template_needs_a_secret(mcon):
+    duckdp.install_macros(mcon, seed=11)  # reinstalling replaces the macros instead of failing
+    template = (sql_dir() / "macros.sql").read_text(encoding="utf-8")
+    with pytest.raises(duckdb.Error):     # the unrendered template fails to load: no keyless file
+        duckdb.connect().execute(template)
 
 
 def test_colliding_keys_get_independent_noise_in_the_macros(mcon):
@@ -350,11 +371,289 @@ def test_colliding_keys_get_independent_noise_in_the_macros(mcon):
         seen.extend(zip(salt.to_pylist(), key_id.to_pylist(), strict=True))
         return value
 
-    mcon.remove_function("duckdp_gaussian_noise")
-    mcon.create_function("duckdp_gaussian_noise", record, ["DOUBLE", "DOUBLE", "UBIGINT", "UBIGINT"], "DOUBLE",
-                         type="arrow", side_effects=True)
-    for macro in ("duckdp_weighted_gaussian", "duckdp_dpsips", "duckdp_mad"):
+    record_noise_inputs(mcon, record)
+    for macro in ("duckdp_weighted_gaussian", "duckdp_dpsips", "duckdp_mad", "duckdp_adaptive_sips"):
         seen.clear()
         mcon.sql(f"SELECT * FROM {macro}('c', 'user_id', 'item', rho := 1, delta := 1e-5, "
                  "max_contributions := 5)").fetchall()
         assert len(seen) >= 50 and len(set(seen)) == len(seen), macro    # one draw per (round, key)
+
+
+# --- keyed randomness (issue #18 §4) -------------------------------------------------------------
+
+def _secret_of(text: str) -> str:
+    (secret,) = re.findall(r"duckdp_secret\(\) AS '([0-9a-f]{64})';", text)
+    return secret
+
+
+def _prf(secret: str, msg: str) -> int:
+    return int(hashlib.sha256((secret + msg).encode()).hexdigest()[:16], 16)
+
+
+def _straddling_keys(con, macro: str = "weighted_gaussian", seed: float = 0.25) -> str:
+    """Keys released from 200 keys held by 1..10 single-key users (they straddle the threshold, so
+    two independent runs give the same set with negligible probability), after setseed(seed)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE s200 AS SELECT 'u' || j || '_' || m AS user_id, 'k' || j AS item "
+                "FROM range(200) r(j), LATERAL (SELECT unnest(range(j % 10 + 1)) AS m)")
+    con.execute("SELECT setseed(?)", [seed]).fetchall()
+    return con.sql(f"SELECT string_agg(item, ',' ORDER BY item) FROM duckdp_{macro}('s200', 'user_id', 'item', "
+                   "rho := 0.5, delta := 1e-3, max_contributions := 4)").fetchall()[0][0]
+
+
+def test_noise_is_the_keyed_prf_of_salt_and_key_id():
+    """duckdp_gaussian_noise(0, 1, salt, id) = Φ⁻¹(u) with u from the first 64 bits of
+    sha256(secret ‖ 'N' ‖ hex16(salt) ‖ hex16(id)), recomputed here with hashlib; the salts are the
+    PRF of (nonce, round, purpose). The old macros used hash(salt, id): no secret at all."""
+    text = macro_sql()
+    secret = _secret_of(text)
+    con = duckdb.connect()
+    con.execute(text)
+    salt, ids = 0x0123456789ABCDEF, [0, 1, 2, 10**12, 2**64 - 1]
+    got = [r[0] for r in con.sql("SELECT duckdp_gaussian_noise(0, 1, $s::UBIGINT, i) FROM unnest($i::UBIGINT[]) t(i)",
+                                 params={"s": salt, "i": ids}).fetchall()]
+    words = [_prf(secret, f"N{salt:016X}{i:016X}") for i in ids]
+    assert got == pytest.approx(ndtri([((w >> 12) * 2 + 1) * 2.0**-53 for w in words]), rel=1e-14)
+    (s,) = con.sql("SELECT duckdp_salt(5, 2, 't')").fetchall()[0]
+    assert s == _prf(secret, f"S{5:016X}{2:016X}t")
+    (t,) = con.sql("SELECT duckdp_trunc_order('u', 'k', 9::UBIGINT)").fetchall()[0]
+    (h,) = con.sql("SELECT hash('u', 'k')").fetchall()[0]
+    assert t == _prf(secret, f"T{9:016X}{h:016X}")
+    code = [line.split("--")[0] for line in text.splitlines()]
+    assert not any("random()" in line for line in code)  # noise never comes from DuckDB's generator
+
+
+def test_two_files_give_different_noise_under_the_same_setseed():
+    """Two rendered files hold different 256-bit secrets, so under the same setseed() they release
+    different keys (the old file, secretless, released the same); one secret file is not
+    reproducible by setseed() either (a fresh nonce per call). Test keys are reproducible and say so."""
+    texts = [macro_sql(), macro_sql()]
+    assert _secret_of(texts[0]) != _secret_of(texts[1])
+    runs = []
+    for text in texts:
+        con = duckdb.connect()
+        con.execute(text)
+        runs.append((_straddling_keys(con), _straddling_keys(con)))
+        assert "duckdp_seeded" not in con.sql("SELECT * FROM duckdp_weighted_gaussian('s200', 'user_id', 'item', "
+                                              "rho := 0.5, delta := 1e-3)").columns
+    assert runs[0][0] != runs[1][0] and runs[0][0] != runs[0][1]
+    seeded = []
+    for _ in range(2):
+        con = duckdb.connect()
+        con.execute(macro_sql(test_key=3))
+        seeded.append(_straddling_keys(con))
+        rel = con.sql("SELECT * FROM duckdp_weighted_gaussian('s200', 'user_id', 'item', rho := 0.5, delta := 1e-3)")
+        assert rel.columns == ["item", "duckdp_seeded"] and all(r[1] is True for r in rel.fetchall())
+    assert seeded[0] == seeded[1]
+    documented = hashlib.sha256(b"duckdp macros test key 3").hexdigest()
+    assert _secret_of(macro_sql(test_key=3)) == secret_of_test_key(3) == documented
+
+
+def test_truncation_order_is_keyed():
+    """Which Δ0 keys a user keeps depends on the secret (the old order was hash(xor(hash(u, i), salt))
+    with a salt from random(): known to anyone who knows the seed)."""
+    kept = []
+    for key in (1, 2):
+        con = duckdb.connect()
+        con.execute(macro_sql(test_key=key))
+        kept.append(con.sql("SELECT list(i ORDER BY i) FROM (SELECT i FROM range(40) r(i) "
+                            "ORDER BY duckdp_trunc_order('u', i, 77::UBIGINT), i LIMIT 5)").fetchall()[0][0])
+    assert kept[0] != kept[1]
+
+
+def test_cli_macros_writes_a_private_file(tmp_path):
+    """`duckdp macros -o FILE` creates FILE mode 0600 with a fresh secret; --test-key N is fixed and noted."""
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "duckdp.cli", "macros", *args], capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    paths = [tmp_path / "a.sql", tmp_path / "b.sql"]
+    paths[1].write_text("old")
+    paths[1].chmod(0o644)
+    for p in paths:
+        assert run("-o", str(p)).returncode == 0
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
+    assert _secret_of(paths[0].read_text()) != _secret_of(paths[1].read_text())
+    assert _secret_of(run().stdout) not in (_secret_of(paths[0].read_text()), _secret_of(paths[1].read_text()))
+    proc = run("--test-key", "4")
+    assert proc.returncode == 0 and _secret_of(proc.stdout) == secret_of_test_key(4) and "NOT private" in proc.stderr
+    assert run("--test-key", "-1").returncode == 2
+
+
+def test_word_uniform_is_inside_the_open_interval_and_symmetric(mcon):
+    """u = (2(v >> 12) + 1)·2⁻⁵³ for the extreme words: 2⁻⁵³ for v < 2¹², 1 − 2⁻⁵³ (not 1.0, which
+    the old ((v >> 11) + 0.5)·2⁻⁵³ gave and which made Φ⁻¹ infinite) for v = 2⁶⁴ − 1; u(v) + u(~v) = 1
+    exactly, so the normal's extremes are ±8.29 alike."""
+    top = 2**64 - 1
+    words = [0, 1, 2**12 - 1, 2**12, 2**63, top - 2**12 + 1, top]
+    rng = np.random.default_rng(0)
+    words += [int(w) for w in rng.integers(0, 2**63, 200, dtype=np.uint64)]
+    words += [top - w for w in words]
+    got = dict(mcon.sql("SELECT w, duckdp_word_uniform(w) FROM unnest($w::UBIGINT[]) t(w)",
+                        params={"w": words}).fetchall())
+    assert got[0] == got[2**12 - 1] == 2.0**-53 and got[2**12] == 3 * 2.0**-53
+    assert got[top] == got[top - 2**12 + 1] == 1 - 2.0**-53 < 1.0
+    assert all(got[w] == ((w >> 12) * 2 + 1) / 2**53 for w in words)          # exact, no rounding
+    assert all(got[w] + got[top - w] == 1.0 for w in words)                    # symmetric grid
+    lo, hi = mcon.sql("SELECT duckdp_ndtri(duckdp_word_uniform(0::UBIGINT)), "
+                      "duckdp_ndtri(duckdp_word_uniform(18446744073709551615::UBIGINT))").fetchall()[0]
+    assert math.isfinite(hi) and lo == -hi and hi == pytest.approx(8.2095, abs=1e-3)
+
+
+MACROS = ("weighted_gaussian", "count_gaussian", "dpsips", "mad", "adaptive_sips")
+
+
+@pytest.mark.parametrize("macro", MACROS)
+def test_output_order_is_a_function_of_the_released_set(macro):
+    """Issue #18 §1 in the shell: D = 400 users holding keys A and B; D' = D plus one user holding B
+    and 50 keys nobody else has. Both release exactly {A, B}; with threads = 2 and several seeds the
+    rows must come out in the same, sorted order (the old macros emitted hash-aggregate order,
+    which the extra user's unreleased keys change: an ε lower bound of 3.8 against a claimed 1)."""
+    con = duckdb.connect(config={"threads": 2})
+    duckdp.install_macros(con, seed=1)
+    con.execute("CREATE TABLE d AS SELECT 'u' || i AS user_id, unnest(['A', 'B']) AS item FROM range(400) r(i)")
+    con.execute("CREATE TABLE d2 AS SELECT * FROM d UNION ALL SELECT 'extra', 'B' "
+                "UNION ALL SELECT 'extra', 'x' || i FROM range(50) r(i)")
+    for seed in range(3):
+        for tbl in ("d", "d2"):
+            con.execute("SELECT setseed(?)", [seed / 10]).fetchall()
+            rows = con.sql(f"SELECT item FROM duckdp_{macro}('{tbl}', 'user_id', 'item', epsilon := 1, "
+                           "delta := 1e-5, max_contributions := 60)").fetchall()
+            assert rows == [("A",), ("B",)], (macro, tbl, seed)
+
+
+@pytest.mark.parametrize("macro", MACROS)
+def test_output_is_sorted_when_rounds_release_different_keys(macro):
+    """Keys k0..k19 held by a decreasing number of users straddle the thresholds, so DP-SIPS releases
+    them in different rounds; the result is still sorted by key (the old DP-SIPS macro returned its
+    rounds one after the other: k0, k1, k2, k5, k10, … under this seed)."""
+    con = duckdb.connect(config={"threads": 2})
+    duckdp.install_macros(con, seed=1)
+    con.execute("CREATE TABLE e AS SELECT 'u' || i AS user_id, 'k' || j AS item FROM range(300) r(i), range(20) s(j) "
+                "WHERE j <= i % 20 UNION ALL SELECT 'v' || i, 'z' || i FROM range(3000) r(i)")
+    rows = [r[0] for r in con.sql(f"SELECT item FROM duckdp_{macro}('e', 'user_id', 'item', epsilon := 1, "
+                                  "delta := 1e-5, max_contributions := 20)").fetchall()]
+    assert len(rows) >= 10 and rows == sorted(rows)
+
+
+def test_delta_below_the_floor_is_refused(mcon):
+    """δ below duckdp.privacy.budget.MIN_DELTA (the noise sampler's resolution) is a duckdp error."""
+    from duckdp.privacy.budget import MIN_DELTA
+    mcon.execute("CREATE TABLE f AS SELECT 'u' || i AS user_id, 'k' AS item FROM range(10) r(i)")
+    for call in (f"duckdp_plan(epsilon := 1, delta := {MIN_DELTA / 2!r})",
+                 f"duckdp_weighted_gaussian('f', 'user_id', 'item', rho := 1, delta := {MIN_DELTA / 2!r})"):
+        with pytest.raises(duckdb.Error, match=re.escape(f"delta must be >= {MIN_DELTA!r}")):
+            mcon.sql(f"SELECT * FROM {call}").fetchall()
+    assert mcon.sql(f"SELECT count(*) FROM duckdp_plan(epsilon := 1, delta := {MIN_DELTA!r})").fetchall() == [(1,)]
+
+
+def test_adaptive_sips_counts_match_expectation(mcon):
+    """Single-key users give their key weight w = (number of holders) in every round whatever its
+    level (x_u = 1 for d = 1), so key i is released with probability Σ_j Π_{l<j} P(a_drop·σ_l ≤ ŵ_l < T_l)
+    · P(ŵ_j ≥ T_j): it continues while its noisy weight is neither released nor dropped. 20 runs,
+    within 4 standard errors. Exercises the chained rounds, the drops and the per-round plan."""
+    runs, a_drop = 20, -0.5
+    plan = get("adaptive_sips").plan(ZCDP(0.5, 1e-3), 4, {"iterations": 3, "ratio": 1.0, "beta_min": 0.5,
+                                                           "a_drop": a_drop, "a_full": 0.5})
+    w = np.array([3 + j % 6 for j in range(200)], dtype=float)
+    p, go_on = np.zeros_like(w), np.ones_like(w)
+    for r in plan:
+        release = gaussian_release_probability(w, r.scale, r.threshold)
+        p += go_on * release
+        go_on *= 1 - release - ndtr((a_drop * r.scale - w) / r.scale)
+    mcon.execute("CREATE TABLE a AS SELECT 'u' || j || '_' || m AS user_id, 'k' || j AS item "
+                 "FROM range(200) r(j), LATERAL (SELECT unnest(range(3 + j % 6)) AS m)")
+    total = sum(mcon.sql("SELECT count(*) FROM duckdp_adaptive_sips('a', 'user_id', 'item', rho := 0.5, "
+                         "delta := 1e-3, max_contributions := 4, ratio := 1)").fetchall()[0][0] for _ in range(runs))
+    mean, var = p.sum(), (p * (1 - p)).sum()
+    assert 20 < mean < 180
+    assert abs(total - runs * mean) <= 4 * math.sqrt(runs * var)
+
+
+@pytest.mark.parametrize("args,message", [
+    ("max_contributions := 1e12", "max_contributions must be an integer in [1, 1000000]"),
+    ("max_contributions := 0", "max_contributions must be an integer"),
+    ("max_contributions := 2.5", "max_contributions must be an integer"),
+    ("iterations := 0", "iterations must be an integer"),
+    ("ratio := 0", "ratio must be a finite number > 0"),
+    ("ratio := 1e-300, iterations := 5", "leaves a round with no budget"),
+    ("beta_min := 2", "beta_min must be in (0, 1]"),
+    ("a_drop := 1, a_full := 0", "a_drop must not exceed a_full"),
+    ("a_drop := 'infinity'::DOUBLE", "must be finite numbers"),
+])
+def test_bad_arguments_are_duckdp_errors(mcon, args, message):
+    """Bad arguments fail with a duckdp error naming them (Δ0 = 1e12 gave "Lists larger than 2^32")."""
+    mcon.execute("CREATE TABLE b AS SELECT 'u' || i AS user_id, 'k' AS item FROM range(10) r(i)")
+    with pytest.raises(duckdb.Error, match=re.escape(message)):
+        mcon.sql(f"SELECT * FROM duckdp_adaptive_sips('b', 'user_id', 'item', rho := 1, delta := 1e-5, {args})"
+                 ).fetchall()
+    if args.startswith("max_contributions"):      # the scalar threshold macro checks it as well
+        with pytest.raises(duckdb.Error, match=re.escape(message)):
+            mcon.sql(f"SELECT duckdp_gaussian_threshold(1, 1e-5, {args.split(':= ')[1]})").fetchall()
+    if "a_" not in args and "beta" not in args:
+        with pytest.raises(duckdb.Error, match=re.escape(message)):
+            mcon.sql(f"SELECT * FROM duckdp_dpsips('b', 'user_id', 'item', rho := 1, delta := 1e-5, {args})").fetchall()
+
+
+def test_adaptive_sips_rounds_equal_the_numpy_reference(mcon):
+    """With the noise replaced by 0 (a recording hook) and every set within Δ0 (no truncation), the
+    shell's adaptive SIPS must give tests/reference_adaptive.py's weights per round on every key
+    in play (step 4: unkept keys none here) and its released keys: drops, levels β_min and the
+    capped water-filled vectors of later rounds all enter."""
+    from reference_adaptive import adaptive_sips as reference
+    from reference_adaptive import round_weights
+    rng = np.random.default_rng(5)
+    m = 60
+    popularity = np.linspace(3, 0.05, m)
+    sets = [np.flatnonzero(rng.random(m) < popularity / popularity.sum() * rng.integers(1, 9))[:8] for _ in range(300)]
+    sets = [s for s in sets if len(s)]
+    params = {"iterations": 3, "ratio": 1 / 3, "beta_min": 0.4, "a_drop": 0.3, "a_full": 1.5}
+    plan = get("adaptive_sips").plan(ZCDP(2.0, 1e-3), 8, params)
+    trace: list = []
+    want = reference(sets, m, plan, params, 8, rng, noise=lambda j, size: np.zeros(size), trace=trace)
+    users = [u for u, s in enumerate(sets) for _ in s]
+    items = [int(i) for s in sets for i in s]
+    mcon.execute("CREATE TABLE r AS SELECT unnest($u) AS user_id, unnest($i) AS item", {"u": users, "i": items})
+    seen: list = []
+
+    def record(value, scale, salt, key_id):
+        seen.extend(zip(scale.to_pylist(), value.to_pylist(), strict=True))
+        return value
+
+    record_noise_inputs(mcon, record)
+    got = {r[0] for r in mcon.sql("SELECT item FROM duckdp_adaptive_sips('r', 'user_id', 'item', rho := 2, "
+                                  "delta := 1e-3, max_contributions := 8, beta_min := 0.4, a_drop := 0.3, "
+                                  "a_full := 1.5)").fetchall()}
+    assert got == {int(i) for r in want for i in r}
+    assert sum(len(r) > 0 for r in want) >= 2                                 # keys released in 2+ rounds
+    levels = np.ones(m)                     # the reference's levels, rebuilt from its zero-noise weights
+    for j, rp in enumerate(plan):
+        in_play = sorted({int(i) for R in trace[j] for i in R})
+        w_ref = round_weights(trace[j], levels, rp.extra.cap, m)
+        levels = np.where(w_ref / rp.scale >= params["a_full"], 1.0, params["beta_min"])
+        w_got = sorted(v for s, v in seen if s == pytest.approx(rp.scale, rel=1e-12))
+        assert w_got == pytest.approx(sorted(w_ref[in_play]), rel=1e-12, abs=1e-12), j
+
+
+def test_truncation_keeps_the_delta0_smallest_prf_keys(mcon):
+    """duckdp_trunc_rank: a user over Δ0 keeps the Δ0 keys of smallest keyed PRF value; a user within
+    Δ0 keeps all (no PRF needed). In a release, 30 users with 10 keys each and Δ0 = 4 give total
+    weight 30·4·(1/√4) = 60 (recorded before noise)."""
+    mcon.execute("CREATE TABLE tr AS SELECT 'u' || (i // 10) AS user_id, i % 10 + 100 * (i // 10) AS item "
+                 "FROM range(300) r(i) UNION ALL SELECT 'small', 5000 + i FROM range(3) r(i)")
+    kept = dict(mcon.sql("""SELECT user_id, list(item ORDER BY item) FROM (
+            SELECT *, duckdp_trunc_rank(user_id, item, 42::UBIGINT, n, 4) AS rk
+            FROM (SELECT *, count(*) OVER (PARTITION BY user_id) AS n FROM tr))
+        WHERE rk <= 4 GROUP BY user_id""").fetchall())
+    want = dict(mcon.sql("""SELECT user_id, list(item ORDER BY item) FROM (
+            SELECT *, row_number() OVER (PARTITION BY user_id ORDER BY duckdp_trunc_order(user_id, item, 42::UBIGINT))
+              AS rk FROM tr WHERE user_id <> 'small') WHERE rk <= 4 GROUP BY user_id""").fetchall())
+    assert kept.pop("small") == [5000, 5001, 5002] and kept == want and len(kept) == 30
+    seen: list = []
+
+    def record(value, scale, salt, key_id):
+        seen.extend(value.to_pylist())
+        return value
+
+    record_noise_inputs(mcon, record)
+    mcon.sql("SELECT * FROM duckdp_weighted_gaussian('tr', 'user_id', 'item', rho := 1, delta := 1e-5, "
+             "max_contributions := 4)").fetchall()
+    assert sum(seen) == pytest.approx(30 * 4 / 2 + 3 / math.sqrt(3), rel=1e-12) and len(seen) == 30 * 4 + 3

@@ -73,23 +73,6 @@ def test_row_estimates_for_tables_views_relations_parquet_and_arrow(data, tmp_pa
     assert leftovers(data) == []
 
 
-def test_shell_macro_truncation_order_equals_the_stage(con, monkeypatch):
-    """duckdp_trunc_order (macros.sql) keeps, for the same salt, exactly the stage's kept pairs."""
-    users, items = random_sets(400, 60, 20, 5)
-    make_table(con, "t", users, items)
-    salt = 123456789
-    monkeypatch.setattr(Randomness, "salt", lambda self: salt)
-    with open_run(con, "t", "user_id", "item", Randomness(1)) as stages:
-        kept = stages.truncate(stages.sized(stages.pairs()), 5)
-        stage = set(con.sql(f"SELECT _dp_user, _dp_k0 FROM ({kept.sql})", params=kept.params).fetchall())
-    duckdp.install_macros(con, seed=1)
-    macro = set(con.sql("""
-        SELECT user_id, item FROM (SELECT DISTINCT user_id, item FROM t)
-        QUALIFY row_number() OVER (PARTITION BY user_id ORDER BY duckdp_trunc_order(user_id, item, $salt)) <= 5
-    """, params={"salt": salt}).fetchall())
-    assert stage == macro and len(stage) < len(users)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ALGOS + ["pcr"])
 def test_five_million_rows_in_300mb_give_the_same_keys(algo, tmp_path):
