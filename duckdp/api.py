@@ -6,7 +6,7 @@ from .lifecycle import open_run
 from .mechanisms.base import Round
 from .privacy.budget import make_budget
 from .privacy.calibration import _check_max_contributions
-from .release import Release, Spent
+from .release import Release, Spent, by_key
 from .rng import Randomness
 from .spark import is_spark_session
 
@@ -47,9 +47,10 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
         source = stages.ctx.source
         table_out, rounds = mech.run(stages, plan, run_params)
     spent = Spent.of([r.budget for r in rounds])
-    return Release(items=con.from_arrow(table_out), algo=mech.name, citation=mech.citation, budget=budget,
-                   spent=spent, rounds=rounds, seeded=randomness.seeded, max_contributions=max_contributions,
-                   params=params, input=source.description, key_names=list(source.key_names),
+    return Release(items=by_key(con, table_out, source.key_names), algo=mech.name, citation=mech.citation,
+                   budget=budget, spent=spent, rounds=rounds, seeded=randomness.seeded,
+                   max_contributions=max_contributions, params=params, input=source.description,
+                   key_names=list(source.key_names),
                    caveat=mech.unproven, plan=plan, _table=table_out)
 
 

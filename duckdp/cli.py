@@ -136,10 +136,9 @@ def _check_output(out: str, inputs: str) -> None:
 
 
 def _write(release, out: str) -> None:
-    """Write the keys sorted (a reproducible file, no trace of the engine's processing order),
-    through a temporary file renamed into place, so a failed run never leaves a partial output."""
+    """Write the keys as `to_arrow()` lists them (sorted by key by the engine: a function of the released
+    set only), through a temporary file renamed into place, so a failed run never leaves a partial output."""
     table = release.to_arrow()
-    table = table.sort_by([(name, "ascending") for name in table.column_names])
     partial = Path(out).with_name(f".{Path(out).name}.partial")
     try:
         if out.lower().endswith(".csv"):

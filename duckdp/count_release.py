@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .discrete import discrete_gaussian
 from .errors import InvalidParameter, SchemaError
@@ -40,7 +41,7 @@ from .lifecycle import open_run
 from .mechanisms.base import Round
 from .privacy.budget import ZCDP, make_budget
 from .privacy.calibration import _up, laplace_scale
-from .release import Release, Spent
+from .release import Release, Spent, by_key
 from .rng import Randomness
 from .spark import is_spark_session
 
@@ -161,7 +162,8 @@ class CountRelease(Release):
     """A `Release` whose items carry `noisy_count` and `sigma`, plus the step-by-step `ledger`.
 
     `spent` is the filter's guarantee (ρ, δ) (Rogers Thm 6) with its (ε, δ) conversion;
-    `ledger` (Arrow) has one row per Gumbel call or Gaussian count with its charge.
+    `ledger` (Arrow) has one row per Gumbel call or Gaussian count with its charge (`item`: the row of
+    `items`, listed by key, that the step released).
     `max_contributions` is None: counts need no ℓ0 bound.
     """
 
@@ -235,7 +237,8 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
         top = stages.top_counts(int(params["kbar"]) + 1)
     key_cols = [f"_dp_k{i}" for i in range(len(source.keys))]
     return release_top_counts(top, key_cols, source.key_names, source.description, budget, params, randomness,
-                              con.from_arrow)
+                              lambda t, cols: by_key(con, t, cols).to_arrow_table(),
+                              lambda t: by_key(con, t, source.key_names))
 
 
 def check_output_names(key_names: Sequence[str]) -> None:
@@ -246,19 +249,32 @@ def check_output_names(key_names: Sequence[str]) -> None:
 
 
 def release_top_counts(top: pa.Table, key_cols: Sequence[str], key_names: Sequence[str], description: str,
-                       budget: ZCDP, params: dict[str, Any], randomness: Randomness, to_engine) -> CountRelease:
+                       budget: ZCDP, params: dict[str, Any], randomness: Randomness,
+                       sort_by: Callable[[pa.Table, list[str]], pa.Table], to_engine) -> CountRelease:
     """Alg. 2 on the engine's k̄ + 1 largest counts (`top`, largest first) → the CountRelease.
 
-    Shared by DuckDB and Spark: only the counts come from the engine; `to_engine` turns the
-    released Arrow table into the engine's relation (DuckDB relation or Spark DataFrame).
+    Shared by DuckDB and Spark: only the counts come from the engine; `sort_by(table, columns)` sorts
+    an Arrow table by `columns` in the engine's order and `to_engine` turns the released Arrow table
+    into the engine's relation (DuckDB relation or Spark DataFrame). Items are listed by key, as
+    every release is (the order of discovery would be covered by Alg. 2's guarantee, but a key order
+    makes the listing a function of the released keys and counts only); the ledger's `item` is the
+    released key's row in `items`.
     """
     counts = top.column("_dp_count").to_numpy().astype(np.int64)
     next_count = float(counts[params["kbar"]]) if counts.size > params["kbar"] else 0.0
     result = private_count_release(counts[:params["kbar"]], next_count, budget, randomness, **params)
-    items = (top.select(list(key_cols)).take(pa.array(result.positions, pa.int64())).rename_columns(list(key_names))
-             .append_column("noisy_count", pa.array(result.noisy_counts, pa.int64()))
-             .append_column("sigma", pa.array(result.sigmas, pa.float64())))
+    found = (top.select(list(key_cols)).take(pa.array(result.positions, pa.int64()))
+             .append_column("_dp_found", pa.array(np.arange(result.positions.size), pa.int64())))
+    ordered = sort_by(found, list(key_cols))
+    order = ordered.column("_dp_found").to_numpy()                  # discovery index of each sorted row
+    row = np.empty_like(order)
+    row[order] = np.arange(order.size)
+    items = (ordered.select(list(key_cols)).rename_columns(list(key_names))
+             .append_column("noisy_count", pa.array(result.noisy_counts[order], pa.int64()))
+             .append_column("sigma", pa.array(result.sigmas[order], pa.float64())))
+    ledger = result.ledger.set_column(result.ledger.schema.get_field_index("item"), "item",
+                                      pc.take(pa.array(row, pa.int64()), result.ledger.column("item")))
     return CountRelease(items=to_engine(items), algo="pcr", citation=CITATION, budget=budget,
-                        spent=Spent.of([budget]), rounds=ledger_rounds(result.ledger), seeded=randomness.seeded,
+                        spent=Spent.of([budget]), rounds=ledger_rounds(ledger), seeded=randomness.seeded,
                         max_contributions=None, params=params, input=description,
-                        key_names=list(key_names), _table=items, ledger=result.ledger)
+                        key_names=list(key_names), _table=items, ledger=ledger)

@@ -9,6 +9,7 @@ import pyarrow as pa
 from .explain import release_section
 from .privacy.budget import ZCDP, Budget
 from .privacy.composition import Spent, composition_lines
+from .templates import quote_ident
 
 
 def _budget_str(r) -> str:
@@ -30,11 +31,23 @@ def _composition(release) -> list[str]:
     return [f"  {'accounting' if i == 0 else '':<10}: {line}" for i, line in enumerate(lines)]
 
 
+def by_key(con, table: pa.Table, key_names: list[str]) -> duckdb.DuckDBPyRelation:
+    """A DuckDB relation over a released Arrow table that lists its rows sorted by the key columns under
+    any connection setting (with `preserve_insertion_order=false` a plain Arrow scan may reorder rows)."""
+    return con.from_arrow(table).order(", ".join(quote_ident(k) for k in key_names))
+
+
 @dataclass
 class Release:
-    """The result of `duckdp.select`: released keys plus everything needed to audit the release."""
+    """The result of `duckdp.select`: released keys plus everything needed to audit the release.
 
-    items: duckdb.DuckDBPyRelation      # the released keys
+    Order guarantee: `items`, `to_arrow()` and the CLI's files list the released keys sorted by the key
+    columns (and `to_arrow()` is one contiguous chunk), so everything released is a function of the
+    released set (and released numbers) and public parameters only — never of keys that were not
+    released, of input order or of thread scheduling.
+    """
+
+    items: duckdb.DuckDBPyRelation      # the released keys, sorted by the key columns
     algo: str
     citation: str
     budget: Budget
@@ -49,8 +62,12 @@ class Release:
     plan: list = field(default_factory=list, repr=False)   # the RoundPlans the run used (for report())
     _table: pa.Table | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        if self._table is not None:     # one chunk: the engine's batching can reflect keys it scanned
+            self._table = self._table.combine_chunks()
+
     def to_arrow(self) -> pa.Table:
-        """The released keys as a pyarrow Table."""
+        """The released keys as a pyarrow Table, sorted by the key columns, in one chunk."""
         return self._table if self._table is not None else self.items.to_arrow_table()
 
     def __len__(self) -> int:

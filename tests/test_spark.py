@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import DATA
@@ -199,6 +200,31 @@ def test_same_keys_as_duckdb_for_the_same_seed(spark):
                           max_contributions=d0, seed=5)
         d = duckdp.select(duckdb.connect(), table, algo=algo, epsilon=1, delta=1e-6, max_contributions=d0, seed=5)
         assert sorted(s.to_arrow().column(0).to_pylist()) == sorted(d.to_arrow().column(0).to_pylist())
+
+
+def test_neighbours_list_released_keys_identically(spark):
+    """Issue 18 §1 on Spark: 100 keys held by 60 users each (rows shuffled) and a neighbour with one more
+    user holding k050 and 50 keys of its own. Spark's partitioning orders keys by hash; the release must
+    list them by key (DataFrame, to_arrow() in one chunk, count release), hence identically on both sides
+    (checked for DP-SIPS; the other families on the neighbour only, to keep Spark's job count small)."""
+    keys = np.random.default_rng(7).permutation(np.repeat([f"k{i:03d}" for i in range(100)], 60))
+    d = pa.table({"user_id": np.arange(keys.size, dtype=np.int64), "item": keys})
+    extra = pa.table({"user_id": np.full(51, -1, dtype=np.int64), "item": ["k050"] + [f"x{i:02d}" for i in range(50)]})
+    frames = [spark.createDataFrame(d), spark.createDataFrame(pa.concat_tables([extra, d]))]
+    runs = {algo: lambda df, algo=algo: duckdp.select(spark, df, algo=algo, epsilon=1, delta=1e-5,
+                                                      max_contributions=1, seed=3)
+            for algo in ("weighted_gaussian", "dpsips", "adaptive_sips", "mad", "mad2r", "truncated_geometric")}
+    runs["pcr"] = lambda df: duckdp.count_release(spark, df, rho=2.0, delta=1e-5, seed=3, initial_epsilon=0.5)
+    for algo, run in runs.items():
+        listed = []
+        for df in frames if algo == "dpsips" else frames[1:]:
+            r = run(df)
+            rows = [row["item"] for row in r.items.collect()]
+            assert rows == sorted(rows) and len(rows) >= 5, algo
+            assert r.to_arrow().column("item").to_pylist() == rows and r.to_arrow().column(0).num_chunks == 1
+            listed.append(rows)
+        if len(listed) == 2 and set(listed[0]) == set(listed[1]):
+            assert listed[0] == listed[1], algo
 
 
 # -- count release, Session, errors --------------------------------------------------------------------

@@ -184,10 +184,10 @@ class Mad2R(Mechanism):
         vectors1 = unbiased_vectors(stages, pairs, max_contributions)
         status = stages.mad2r_screen(pairs, vectors1, plan1, plan2, max_contributions)
         stages.drop(vectors1)                                            # free memory before round 2
-        first = stages.output(stages.mad2r_released(status))
+        first = stages.num_rows(stages.output(stages.mad2r_released(status)))
         vectors2 = stages.mad2r_vectors(pairs, status, max_contributions, plan2.extra.beta_min,
                                         plan2.extra.beta_max)
-        second = stages.output(stages.release(stages.mad_weights(vectors2, plan2), plan2))
-        table = stages.concat([first, second])
-        return table, [Round.from_plan(0, plan1, stages.num_rows(first)),
-                       Round.from_plan(1, plan2, stages.num_rows(second))]
+        second = stages.release(stages.mad_weights(vectors2, plan2), plan2)
+        table = stages.output(stages.union(stages.mad2r_released(status), second))   # one sorted output
+        return table, [Round.from_plan(0, plan1, first),
+                       Round.from_plan(1, plan2, stages.num_rows(table) - first)]

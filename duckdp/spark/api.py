@@ -44,4 +44,5 @@ def count_release(spark, table, budget, params, randomness, user_col, item_col, 
     with executor_errors():
         top = SparkStages(spark, source, randomness).top_counts(params["kbar"] + 1)
     return release_top_counts(top, source.keys, source.key_names, source.description, budget, params, randomness,
+                              lambda t, cols: spark.createDataFrame(t).orderBy(*cols).toArrow(),
                               spark.createDataFrame)

@@ -105,14 +105,12 @@ class SparkStages(Stages):
         return first.unionByName(second)
 
     def output(self, keys) -> pa.Table:
-        """The released keys under the input's column names, as Arrow (computed once)."""
-        return keys.select(*self.keys).toArrow().rename_columns(self.source.key_names)
+        """The released keys under the input's column names, as Arrow (computed once), sorted by the key
+        columns (sql/stage_output.sql): the order is a function of the released set alone."""
+        return keys.select(*self.keys).orderBy(*self.keys).toArrow().rename_columns(self.source.key_names)
 
     def num_rows(self, table: pa.Table) -> int:
         return table.num_rows
-
-    def concat(self, tables: list[pa.Table]) -> pa.Table:
-        return pa.concat_tables([t.cast(tables[0].schema) for t in tables])
 
     def drop(self, frame) -> None:
         frame.unpersist()

@@ -36,8 +36,9 @@ Shared stages (every mechanism composes these; signatures in `duckdp/stages/base
   store(frame, name)           materialise (DuckDB: TEMP table; Spark: cache/checkpoint); drop(frame)
   empty_keys(like)             an empty stored key frame; append(stored, keys) → (stored ∪ keys, added)
   union(a, b)                  two key frames concatenated
-  output(keys)                 the engine's result table under the input's key names (DuckDB: Arrow;
-                               Spark: DataFrame); num_rows(table), concat(tables) on those results
+  output(keys)                 the engine's result table (Arrow) under the input's key names, sorted
+                               by the key columns so its order is a function of the released set
+                               alone; called once on all released keys; num_rows(table) on it
 
 Mechanism-specific stages (`<algo>_<stage>`; same contract on every engine):
   mad_vectors(kept)                      stored (_dp_user, keys, _dp_d, _dp_uw = 1/√d) (spec §2, §4)

@@ -58,15 +58,13 @@ class Stages(ABC):
 
     @abstractmethod
     def output(self, keys: Frame):
-        """The released keys under the input's column names, as the engine's result table."""
+        """The released keys under the input's column names, as the engine's result table, sorted by
+        the key columns: the order must be a function of the released set alone (never of the
+        engine's hash tables, input order or threads), so mechanisms call it once on all their keys."""
 
     @abstractmethod
     def num_rows(self, table) -> int:
         """Rows of a result table returned by `output`."""
-
-    @abstractmethod
-    def concat(self, tables: list):
-        """Result tables of `output` concatenated."""
 
     # -- mechanism-specific stages ---------------------------------------------------------
     @abstractmethod

@@ -169,9 +169,6 @@ class DuckDBStages(Stages):
     def num_rows(self, table: pa.Table) -> int:
         return table.num_rows
 
-    def concat(self, tables: list[pa.Table]) -> pa.Table:
-        return pa.concat_tables([t.cast(tables[0].schema) for t in tables])
-
     def drop(self, frame) -> None:
         self.ctx.drop(self._name(frame))
 
