@@ -43,6 +43,8 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
             raise InvalidParameter(f"{mech.name} does not bound users to Δ0 keys; max_contributions='auto' "
                                    "does not apply")
     else:
+        if isinstance(max_contributions, str):
+            raise InvalidParameter(f"max_contributions must be an integer >= 1 or 'auto', got {max_contributions!r}")
         max_contributions = _check_max_contributions(max_contributions)
         if auto_share != auto_contributions.DEFAULT_SHARE:
             raise InvalidParameter("auto_share applies only with max_contributions='auto'")

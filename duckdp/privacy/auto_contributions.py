@@ -29,7 +29,8 @@ adaptive composition of two steps:
   repo's accountant (privacy/accounting.admits) confirms the composed events are (ε, δ)-DP. The
   nominal charges (ε_a, δ_a) = (ε − ε_m, δ − δ_m) sum exactly to the request (convention of
   jointly calibrated rounds: shares of the request, not standalone guarantees).
-- (ε, δ) with a non-Gaussian mechanism (Laplace, truncated geometric): basic composition (Dwork &
+- (ε, δ) with a non-Gaussian mechanism (Laplace, truncated geometric), or where the split above
+  does not apply (tiny ε with a large δ, ε_m < ε/2) or is not admitted: basic composition (Dwork &
   Roth 2014, Thm 3.16): the estimate gets (sε, sδ) with σ_a the analytic Gaussian σ (Balle & Wang
   2018 Thm 8), the mechanism the rest; also confirmed by the accountant.
 
@@ -127,45 +128,68 @@ def plan(budget: Budget, share: float, mechanism_plan) -> tuple[AutoPlan, list]:
     """The estimate's plan and the mechanism's plan (at Δ0 = CAP, for charging) for a request `budget`.
 
     `mechanism_plan(budget, max_contributions)` is the mechanism's data-free planner. Raises
-    InvalidParameter if the mechanism's privacy events depend on Δ0 or the split does not fit.
+    InvalidParameter if the mechanism's noise depends on Δ0 or no split fits the request.
     """
     share = check_share(share)
     if isinstance(budget, ZCDP):
         auto_budget, mech_budget = split_exact(budget, [share, 1 - share])
-        sigma, how = zcdp_sigma(auto_budget.rho), "zcdp"        # Bun & Steinke 2016 Prop. 1.6 (Δ2 = 1)
+        auto = AutoPlan(share, auto_budget, zcdp_sigma(auto_budget.rho), mech_budget, "zcdp")  # B&S Prop. 1.6, Δ2 = 1
     else:
-        auto_budget, mech_budget, sigma, how = _split_eps_delta(budget, share, mechanism_plan)
-    auto = AutoPlan(share, auto_budget, sigma, mech_budget, how)
-    mech = mechanism_plan(mech_budget, CAP)
-    if _noise_fields(mechanism_plan(mech_budget, 1)) != _noise_fields(mech):
+        splits = (_split_gdp(budget, share, mechanism_plan), _split_basic(budget, share))
+        auto = next((a for a in splits if a is not None and _admitted(budget, a, mechanism_plan)), None)
+        if auto is None:
+            raise InvalidParameter(f"the auto-Δ0 split does not fit {budget}; use a fixed max_contributions")
+    mech = mechanism_plan(auto.mechanism_budget, CAP)
+    if _noise_fields(mechanism_plan(auto.mechanism_budget, 1)) != _noise_fields(mech):
         raise InvalidParameter("max_contributions='auto' needs a mechanism whose noise does not depend on Δ0 "
                                "(only its thresholds); give this mechanism a fixed max_contributions")
-    if isinstance(budget, EpsDelta):                           # the accountant must agree (privacy/accounting.py)
-        if not accounting.admits(accounting.events_of([auto.round_plan(), *mech]), budget.epsilon, budget.delta):
-            raise InvalidParameter(f"the auto-Δ0 split does not fit {budget}; use a fixed max_contributions")
     return auto, mech
 
 
-def _split_eps_delta(budget: EpsDelta, share: float, mechanism_plan):
-    """(auto budget, mechanism budget, σ_a, composition) for an (ε, δ) request (module docstring)."""
-    probe = accounting.events_of(mechanism_plan(budget, CAP))
-    if _gaussian_mu(probe) is None:                            # basic composition (Dwork & Roth Thm 3.16)
-        auto_budget, mech_budget = split_exact(budget, [share, 1 - share])
-        return auto_budget, mech_budget, analytic_gaussian_sigma(auto_budget.epsilon, auto_budget.delta), "basic"
+def _admitted(budget: EpsDelta, auto: AutoPlan, mechanism_plan) -> bool:
+    """Whether the repo's accountant (privacy/accounting.py) finds estimate + mechanism (ε, δ)-DP, and its
+    ε at δ (root-found, rounded up: what a Session reports as spent) is within the request too."""
+    events = accounting.events_of([auto.round_plan(), *mechanism_plan(auto.mechanism_budget, CAP)])
+    return (accounting.admits(events, budget.epsilon, budget.delta)
+            and accounting.composed_epsilon(events, budget.delta) <= budget.epsilon)
+
+
+# Relative margin on σ_a (a larger σ is always still private): the accountant rounds its sums and
+# root-finding up, so σ_a calibrated to the last ulp would be refused by a hair.
+_MARGIN = 1e-9
+
+
+def _split_gdp(budget: EpsDelta, share: float, mechanism_plan) -> AutoPlan | None:
+    """The exact Gaussian-DP split of the module docstring, or None where it does not apply (a
+    non-Gaussian mechanism, or ε_m < ε/2 where ε − ε_m would not be exact)."""
+    if _gaussian_mu(accounting.events_of(mechanism_plan(budget, CAP))) is None:
+        return None
     delta_a, delta_m = _exact_parts(budget.delta, [share, 1 - share])
     curve = budget.delta - delta_m / 2                          # room for the joint Gaussian curve at ε
     mu = 1.0 / analytic_gaussian_sigma(budget.epsilon, curve)   # Balle & Wang Thm 8 ⇔ Dong et al. Cor. 2.13
     # ε_m: where √(1−s)·μ-GDP spends δ_m/2 (rounded up, so the mechanism's μ_m ≤ √(1−s)·μ up to rounding)
     eps_m = accounting.composed_epsilon([accounting.Event("gaussian", mu * math.sqrt(1 - share), 0.0)], delta_m / 2)
     if not (budget.epsilon / 2 <= eps_m < budget.epsilon):
-        raise InvalidParameter(f"the auto-Δ0 split does not fit {budget}; use a fixed max_contributions")
+        return None
     eps_a = budget.epsilon - eps_m                              # exact (Sterbenz: ε/2 ≤ ε_m ≤ ε), so ε_a + ε_m = ε
     mech_budget = EpsDelta(eps_m, delta_m)
     mu_m = _gaussian_mu(accounting.events_of(mechanism_plan(mech_budget, CAP)))
     if mu_m is None or mu_m >= mu:
-        raise InvalidParameter(f"the auto-Δ0 split does not fit {budget}; use a fixed max_contributions")
-    sigma = _up(1.0 / math.sqrt(mu * mu - mu_m * mu_m))        # μ_a² + μ_m² ≤ μ² (Dong et al. Cor. 3.3)
-    return EpsDelta(eps_a, delta_a), mech_budget, sigma, "gdp"
+        return None
+    # μ_a² + μ_m² ≤ μ² (Dong et al. Cor. 3.3); σ_a a relative _MARGIN above, so the accountant's
+    # root-found ε at δ (rounded up, ~1e-14 slack) stays within the request too
+    sigma = _up(1.0 / math.sqrt(mu * mu - mu_m * mu_m)) * (1 + _MARGIN)
+    return AutoPlan(share, EpsDelta(eps_a, delta_a), sigma, mech_budget, "gdp")
+
+
+
+
+def _split_basic(budget: EpsDelta, share: float) -> AutoPlan:
+    """Basic composition (Dwork & Roth 2014 Thm 3.16): (sε, sδ) for the estimate, analytic Gaussian σ_a
+    (Balle & Wang 2018 Thm 8), the rest for the mechanism."""
+    auto_budget, mech_budget = split_exact(budget, [share, 1 - share])
+    sigma = analytic_gaussian_sigma(auto_budget.epsilon * (1 - _MARGIN), auto_budget.delta)
+    return AutoPlan(share, auto_budget, sigma, mech_budget, "basic")
 
 
 def noise(key: PRFKey, n: int) -> np.ndarray:
