@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -209,7 +210,7 @@ def _contributions(text: str) -> int | str:
 
 def _select(args) -> int:
     progress = _progress(args)
-    params = dict(_parse_param(p) for p in args.param)
+    params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
     get(args.algo)  # unknown algorithm: fail before touching the input
     _check_output(args.output, args.input)
     progress(f"reading {args.input}")

@@ -136,9 +136,10 @@ def plan(budget: Budget, share: float, mechanism_plan) -> tuple[AutoPlan, list]:
         auto = AutoPlan(share, auto_budget, zcdp_sigma(auto_budget.rho), mech_budget, "zcdp")  # B&S Prop. 1.6, Δ2 = 1
     else:
         splits = (_split_gdp(budget, share, mechanism_plan), _split_basic(budget, share))
-        auto = next((a for a in splits if a is not None and _admitted(budget, a, mechanism_plan)), None)
-        if auto is None:
+        admitted = [a for a in splits if a is not None and _admitted(budget, a, mechanism_plan)]
+        if not admitted:
             raise InvalidParameter(f"the auto-Δ0 split does not fit {budget}; use a fixed max_contributions")
+        auto = admitted[0]
     mech = mechanism_plan(auto.mechanism_budget, CAP)
     if _noise_fields(mechanism_plan(auto.mechanism_budget, 1)) != _noise_fields(mech):
         raise InvalidParameter("max_contributions='auto' needs a mechanism whose noise does not depend on Δ0 "
