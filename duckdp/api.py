@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 from . import mechanisms
+from .errors import InvalidParameter
 from .lifecycle import open_run
 from .mechanisms.base import Round
+from .privacy import auto_contributions
 from .privacy.budget import make_budget
 from .privacy.calibration import _check_max_contributions
 from .release import Release, Spent, by_key
@@ -17,41 +19,82 @@ def algorithms() -> list[dict]:
 
 
 def select(con, table, *, algo: str, epsilon: float | None = None, delta: float | None = None,
-           rho: float | None = None, max_contributions: int = 100, user_col: str = "user_id",
-           item_col: str | list[str] = "item", seed: int | None = None, _on_plan=None, **algo_params) -> Release:
+           rho: float | None = None, max_contributions: int | str = 100, user_col: str = "user_id",
+           item_col: str | list[str] = "item", seed: int | None = None,
+           auto_share: float = auto_contributions.DEFAULT_SHARE, _on_plan=None, **algo_params) -> Release:
     """Release keys of `table` under user-level (ε, δ)-DP or δ-approximate ρ-zCDP.
 
     `table` is a table or view name, a DuckDBPyRelation, or any object DuckDB can register
     (pandas/polars DataFrame, Arrow table). With a SparkSession as `con`, a Spark DataFrame or
     table name, run by duckdp.spark (the same plan; `items` is then a Spark DataFrame). The input
     is only read. `seed` makes the release reproducible (for tests and demos; the release says it was seeded).
+    `max_contributions="auto"` spends the share `auto_share` of the budget on a private choice of Δ0
+    (duckdp/privacy/auto_contributions.py) and the rest on the mechanism; the Release reports both.
     `_on_plan(plan, input)` (internal, for Session) runs once the input is resolved and before
     any data is read; raising there aborts the release.
     """
     mech = mechanisms.get(algo)
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech.check_budget(budget)
-    max_contributions = _check_max_contributions(max_contributions)
+    auto = auto_contributions.is_auto(max_contributions)
+    if auto:
+        auto_contributions.check_share(auto_share)
+        if not mech.truncates:
+            raise InvalidParameter(f"{mech.name} does not bound users to Δ0 keys; max_contributions='auto' "
+                                   "does not apply")
+    else:
+        if isinstance(max_contributions, str):
+            raise InvalidParameter(f"max_contributions must be an integer >= 1 or 'auto', got {max_contributions!r}")
+        max_contributions = _check_max_contributions(max_contributions)
+        if auto_share != auto_contributions.DEFAULT_SHARE:
+            raise InvalidParameter("auto_share applies only with max_contributions='auto'")
     params = mech.check_params(algo_params)
-    plan = mech.plan(budget, max_contributions, params)        # all σ and T before data is read
+
+    def planner(b, d):
+        return mech.plan(b, d, params)
+
+    auto_plan = None
+    if auto:                                                   # the estimate and the mechanism, planned together
+        auto_plan, plan = auto_contributions.plan(budget, auto_share, planner)
+        charged = [auto_plan.round_plan(), *plan]
+    else:
+        plan = charged = planner(budget, max_contributions)    # all σ and T before data is read
     randomness = Randomness(seed)
-    run_params = params | {"max_contributions": max_contributions}
+
+    def prepare(stages):
+        """(plan, run params, choice) once data may be read: the Δ0 estimate first where asked."""
+        if auto_plan is None:
+            return plan, params | {"max_contributions": max_contributions}, None
+        choice = auto_contributions.estimate(stages, auto_plan, randomness.key)
+        final = auto_contributions.finish(choice, plan, planner)
+        return final, params | {"max_contributions": choice.max_contributions}, choice
+
     if is_spark_session(con):                                  # the same plan, run by Spark stages
         from .spark.api import select as spark_select
 
-        return spark_select(con, table, mech, budget, plan, params, run_params, randomness, user_col, item_col,
+        return spark_select(con, table, mech, budget, charged, params, prepare, randomness, user_col, item_col,
                             _on_plan)
 
-    with open_run(con, table, user_col, item_col, randomness, plan=plan,
+    with open_run(con, table, user_col, item_col, randomness, plan=charged,
                   on_plan=_on_plan) as stages:
         source = stages.ctx.source
-        table_out, rounds = mech.run(stages, plan, run_params)
-    spent = Spent.of([r.budget for r in rounds])
+        run_plan, run_params, choice = prepare(stages)
+        table_out, rounds = mech.run(stages, run_plan, run_params)
     return Release(items=by_key(con, table_out, source.key_names), algo=mech.name, citation=mech.citation,
-                   budget=budget, spent=spent, rounds=rounds, seeded=randomness.seeded,
-                   max_contributions=max_contributions, params=params, input=source.description,
-                   key_names=list(source.key_names),
-                   caveat=mech.unproven, plan=plan, _table=table_out)
+                   budget=budget, spent=spent_of(rounds, choice), rounds=rounds, seeded=randomness.seeded,
+                   max_contributions=run_params["max_contributions"], params=params | auto_params(choice),
+                   input=source.description, key_names=list(source.key_names), caveat=mech.unproven,
+                   plan=run_plan, auto=choice, _table=table_out)
+
+
+def spent_of(rounds, choice) -> Spent:
+    """The rounds' budgets and the Δ0 estimate's (last, so the exact partial sums of split budgets stay exact)."""
+    return Spent.of([r.budget for r in rounds] + ([choice.plan.budget] if choice is not None else []))
+
+
+def auto_params(choice) -> dict:
+    """What `params` records about an automatic Δ0 (nothing for a fixed one)."""
+    return {} if choice is None else {"auto_contributions": choice.as_dict()}
 
 
 __all__ = ["Round", "algorithms", "select"]

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -196,9 +197,19 @@ def _release_json(release, output: str) -> dict:
                         "threshold": r.threshold, "released": r.released, **r.extra_fields()} for r in release.rounds]}
 
 
+def _contributions(text: str) -> int | str:
+    """--max-contributions: an integer Δ0, or 'auto' (a private choice, duckdp/privacy/auto_contributions.py)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {text!r}") from None
+
+
 def _select(args) -> int:
     progress = _progress(args)
-    params = dict(_parse_param(p) for p in args.param)
+    params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
     get(args.algo)  # unknown algorithm: fail before touching the input
     _check_output(args.output, args.input)
     progress(f"reading {args.input}")
@@ -341,7 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
     budget.add_argument("--rho", type=float, help="ρ of a δ-approximate ρ-zCDP budget")
     sel.add_argument("--delta", type=float, required=True, help="δ (required)")
-    sel.add_argument("--max-contributions", type=int, default=100, metavar="Δ0", help="keys kept per user (100)")
+    sel.add_argument("--max-contributions", type=_contributions, default=100, metavar="Δ0",
+                     help="keys kept per user (100), or 'auto': chosen privately with 1%% of the budget")
     sel.add_argument("--user-col", default="user_id", help="user id column (user_id)")
     sel.add_argument("--item-col", action="append", default=None,
                      help="key column (item); repeat for a composite key")

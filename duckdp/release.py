@@ -7,6 +7,7 @@ import duckdb
 import pyarrow as pa
 
 from .explain import release_section
+from .privacy.auto_contributions import AutoChoice
 from .privacy.budget import ZCDP, Budget
 from .privacy.composition import Spent, composition_lines
 from .templates import quote_ident
@@ -60,6 +61,7 @@ class Release:
     key_names: list = field(default_factory=list)
     caveat: str | None = None           # set for mechanisms run with allow_unproven=True
     plan: list = field(default_factory=list, repr=False)   # the RoundPlans the run used (for report())
+    auto: AutoChoice | None = None      # the private Δ0 choice of max_contributions="auto" (its cost is in `spent`)
     _table: pa.Table | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -79,9 +81,12 @@ class Release:
                  f"  mechanism : {self.citation}",
                  f"  input     : {self.input}  (keys: {', '.join(self.key_names)})",
                  f"  Δ0        : {self.max_contributions} keys per user"]
-        if self.params:
+        if self.auto is not None:
+            lines.append(f"  auto Δ0   : {self.auto.describe()}")
+        shown = {k: v for k, v in self.params.items() if k != "auto_contributions"}
+        if shown:
             lines.append("  params    : " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                                                      for k, v in self.params.items()))
+                                                      for k, v in shown.items()))
         if self.caveat:
             lines.append(f"  CAUTION   : privacy NOT established — {self.caveat}")
         lines += [f"  budget    : {self.budget}",

@@ -3,14 +3,17 @@ from __future__ import annotations
 
 from ..errors import InvalidParameter
 from ..mechanisms.policy import _Sequential
-from ..release import Release, Spent
+from ..release import Release
 from . import executor_errors, use_driver_python
 from .source import check_nulls, resolve
 from .stages import SEQUENTIAL_ERROR, SparkStages
 
 
-def select(spark, table, mech, budget, plan, params, run_params, randomness, user_col, item_col, on_plan) -> Release:
-    """Resolve → (Session hook) → NULL check → `mech.run` on Spark stages → Release."""
+def select(spark, table, mech, budget, plan, params, prepare, randomness, user_col, item_col, on_plan) -> Release:
+    """Resolve → (Session hook, charged `plan`) → NULL check → `prepare(stages)` (the run's plan, params
+    and automatic Δ0 choice, if any) → `mech.run` on Spark stages → Release."""
+    from ..api import auto_params, spent_of
+
     if isinstance(mech, _Sequential):          # a clear error before the Session charges or data is read
         raise InvalidParameter(SEQUENTIAL_ERROR)
     use_driver_python(spark)
@@ -21,13 +24,15 @@ def select(spark, table, mech, budget, plan, params, run_params, randomness, use
             on_plan(plan, source.description)
         check_nulls(source)
         with executor_errors():
-            out, rounds = mech.run(stages, plan, run_params)
+            run_plan, run_params, choice = prepare(stages)
+            out, rounds = mech.run(stages, run_plan, run_params)
     finally:
         stages.close()
     return Release(items=spark.createDataFrame(out), algo=mech.name, citation=mech.citation, budget=budget,
-                   spent=Spent.of([r.budget for r in rounds]), rounds=rounds, seeded=randomness.seeded,
-                   max_contributions=run_params["max_contributions"], params=params, input=source.description,
-                   key_names=list(source.key_names), caveat=mech.unproven, plan=plan, _table=out)
+                   spent=spent_of(rounds, choice), rounds=rounds, seeded=randomness.seeded,
+                   max_contributions=run_params["max_contributions"], params=params | auto_params(choice),
+                   input=source.description, key_names=list(source.key_names), caveat=mech.unproven, plan=run_plan,
+                   auto=choice, _table=out)
 
 
 def count_release(spark, table, budget, params, randomness, user_col, item_col, on_plan):

@@ -66,6 +66,19 @@ class SparkStages(Stages):
                 .where(F.col("_dp_rank") <= max_contributions)
                 .select(*carried, F.least(F.col("_dp_size"), F.lit(max_contributions)).cast("double").alias("_dp_d")))
 
+    def contribution_histogram(self, pairs, edges: list[int]) -> list[tuple[int, int]]:
+        """Users per bucket edges[b] ≤ |W_u| < edges[b+1], the last open-ended
+        (sql/stage_contribution_histogram.sql)."""
+        from pyspark.sql import functions as F
+
+        size = F.col("_dp_size")
+        bucket = F.lit(0)
+        for b, edge in enumerate(edges[1:], start=1):      # edges ascend: the last edge ≤ |W_u| wins
+            bucket = F.when(size >= F.lit(int(edge)), F.lit(b)).otherwise(bucket)
+        rows = (pairs.groupBy("_dp_user").agg(F.count(F.lit(1)).alias("_dp_size"))
+                .groupBy(bucket.alias("_dp_bucket")).agg(F.count(F.lit(1)).alias("_dp_users")).collect())
+        return sorted((int(r["_dp_bucket"]), int(r["_dp_users"])) for r in rows)
+
     def weights(self, kept, exponent: float):
         """Per key Σ `_dp_d`^(−exponent) over the users who kept it (Gopi et al. ICML 2020 §1.1)."""
         from pyspark.sql import functions as F

@@ -25,6 +25,9 @@ Shared stages (every mechanism composes these; signatures in `duckdp/stages/base
                                (user, key) under a FRESH per-call salt (a uniform subset, fixed given
                                the salt); users within Δ0 keep all. Engines may run it in user-hash
                                partitions to bound memory; the kept set must not depend on that.
+  contribution_histogram(pairs, edges)  exact users per bucket edges[b] ≤ |W_u| < edges[b+1] (the last
+                               open-ended), as (bucket, users) rows: the input of the private Δ0
+                               choice (duckdp/privacy/auto_contributions.py), which noises it
   weights(kept, e)             Σ over kept users of _dp_d^(−e) per key (e = ½, 1 or 0: Gopi et al.
                                ICML 2020 §1.1)
   release(weights, plan)       noise + threshold: keys with `_dp_w` + plan.scale·noise ≥ plan.threshold,

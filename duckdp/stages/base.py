@@ -29,6 +29,10 @@ class Stages(ABC):
         """Each user's Δ0 pairs of smallest keyed hash (fresh salt), carried columns plus `_dp_d`."""
 
     @abstractmethod
+    def contribution_histogram(self, pairs: Frame, edges: list[int]) -> list[tuple[int, int]]:
+        """(bucket b, users) for the non-empty buckets edges[b] ≤ |W_u| < edges[b+1] (last open-ended)."""
+
+    @abstractmethod
     def weights(self, kept: Frame, exponent: float) -> Frame:
         """Per key Σ `_dp_d`^(−exponent) over the users who kept it: (keys, `_dp_w`)."""
 

@@ -128,6 +128,10 @@ class DuckDBStages(Stages):
             self.ctx.drop(table)                      # free its memory and spill before the next stage
         return self._table(kept)
 
+    def contribution_histogram(self, pairs: Query, edges: list[int]) -> list[tuple[int, int]]:
+        return self.ctx.fetch("stage_contribution_histogram", {"pairs": pairs.sql},
+                              merge(pairs.params, {"edges": list(edges)}))
+
     def weights(self, kept: Query, exponent: float) -> Query:
         return self._query("stage_weights", {"kept": kept.sql, "keys": self.ctx.key_aliases},
                            merge(kept.params, {"exponent": exponent}))
