@@ -112,18 +112,21 @@ class DuckDBStages(Stages):
         passes = self.truncation_passes()
         stored = sized.sql in self._tables
         if passes == 1:
+            name = self._name(sized) if stored else "sized"
+            window = self._query("stage_truncate_window", {"sized": name, "keys": keys}, params)
+            body = self._query("stage_truncate", {"sized": name, "window": window.sql}, window.params)
             if stored:
-                return self._query("stage_truncate", {"sized": self._name(sized), "keys": keys}, params)
-            body = self._query("stage_truncate", {"sized": "sized", "keys": keys}, params)
+                return body
             return self._query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
                                merge(sized.params, body.params))
         table = self._tables[sized.sql] if stored else self._store_as(sized, "sized")   # read once per pass; spills
         kept = self.ctx.temp_table("kept")
         self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": table},
                          {"max_contributions": max_contributions})
+        window = self._query("stage_truncate_window", {"sized": "part", "keys": keys}, params)
         for part in range(passes):
-            self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "keys": keys},
-                             params | {"nparts": passes, "part": part})
+            self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "window": window.sql},
+                             window.params | {"nparts": passes, "part": part})
         if not stored:
             self.ctx.drop(table)                      # free its memory and spill before the next stage
         return self._table(kept)
