@@ -246,7 +246,8 @@ class StageContract:
 
     @pytest.mark.parametrize("key_type", KEY_TYPES)
     def test_output(self, key_type):
-        """The input's key column name and type, the keys' values (row order: the output stage's own test)."""
+        """The input's key column name and type, the keys' values, sorted by key (a function of the released
+        set alone: the output stage's contract)."""
         keys = keys_table([5, -3, 2**40, 1], key_type)
         for stages, ref in self.both(key_type):
             got = stages.output(self.frame(stages, keys))
@@ -254,9 +255,9 @@ class StageContract:
             assert got.column_names == want.column_names == ["item"]
             assert got.schema.field("item").type in ({pa.int64()} if key_type == "BIGINT"
                                                      else {pa.string(), pa.large_string(), pa.string_view()})
-            assert Counter(got.column("item").to_pylist()) == Counter(want.column("item").to_pylist())
+            listed = got.column("item").to_pylist()
+            assert listed == want.column("item").to_pylist() == sorted(keys.column(0).to_pylist())
             assert stages.num_rows(got) == 4
-            assert stages.num_rows(stages.concat([got, got])) == 8
 
     # -- whole mechanisms made of generic stages ---------------------------------------------------------
     @pytest.mark.parametrize("key_type", KEY_TYPES)

@@ -39,7 +39,7 @@ def _sort_key(value):
 
 class ReferenceEngine:
     """The generic stages (pairs, sized, truncate, weights, release, remove, store, empty_keys, append,
-    union, output, num_rows, concat, drop) of one run over an Arrow input table."""
+    union, output, num_rows, drop) of one run over an Arrow input table."""
 
     engine = "reference"
 
@@ -135,14 +135,11 @@ class ReferenceEngine:
         return pa.concat_tables([first, second.select(self.keys).cast(first.schema)])
 
     def output(self, keys: pa.Table) -> pa.Table:
-        """The keys under the input's column names."""
-        return keys.select(self.keys).rename_columns(self.key_names)
+        """The keys under the input's column names, sorted by key (the output contract)."""
+        return keys.select(self.keys).sort_by([(k, "ascending") for k in self.keys]).rename_columns(self.key_names)
 
     def num_rows(self, table: pa.Table) -> int:
         return table.num_rows
-
-    def concat(self, tables: list[pa.Table]) -> pa.Table:
-        return pa.concat_tables([t.cast(tables[0].schema) for t in tables])
 
     def drop(self, frame: pa.Table) -> None:
         return None
