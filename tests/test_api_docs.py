@@ -20,6 +20,7 @@ assert _spec is not None and _spec.loader is not None
 table_module = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(table_module)
 SYMBOLS, load, problems = table_module.SYMBOLS, table_module.load, table_module.problems
+example_kwargs = table_module.example_kwargs
 
 
 def test_symbol_table_covers_every_registered_mechanism_and_parameter():
@@ -37,6 +38,15 @@ def test_symbol_table_check_finds_gaps():
     for needle in ("'gw' has no entry", "[dpsips]: parameter 'ratio'", "'no_such_param' is not a parameter of mad",
                    "[retired_mechanism]: no registered mechanism", "[weighted_laplace]: no 'refuses'"):
         assert needle in found
+
+
+@pytest.mark.parametrize("info", duckdp.algorithms(), ids=lambda i: i["name"])
+def test_each_mechanism_page_example_runs(con, info):
+    con.execute("CREATE TABLE reviews AS SELECT u AS user_id, 'w' || ((u * 7 + i) % 30) AS item "
+                "FROM range(300) t(u), range(4) s(i)")
+    kwargs = example_kwargs(info, duckdp.mechanisms.get(info["name"]))
+    release = duckdp.select(con, "reviews", seed=1, **kwargs)
+    assert release.algo == info["name"]
 
 
 def _build(src_root: Path, out: Path) -> subprocess.CompletedProcess:

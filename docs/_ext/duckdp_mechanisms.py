@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any
 
-from mechanism_table import COMMON, SYMBOLS, load, problems
+from mechanism_table import COMMON, SYMBOLS, example_kwargs, load, problems
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -59,7 +59,7 @@ def _page(info: dict, mech: Any, entry: dict, common: dict) -> str:
     budgets = {"epsilon/delta": "(ε, δ)-DP: `epsilon=`, `delta=`",
                "rho/delta": "δ-approximate ρ-zCDP: `rho=`, `delta=`"}
     status = (f"**privacy not established** — {info['unproven']}" if info.get("unproven")
-              else "proven (see the citation)")
+              else "privacy argument: see the citation")
     lines += ["| | |", "|---|---|",
               f"| algo | `{name}` (aliases: {aliases}) |",
               f"| budgets | {_cell('; '.join(budgets.get(b, b) for b in info.get('budgets', [])))} |",
@@ -80,7 +80,10 @@ def _page(info: dict, mech: Any, entry: dict, common: dict) -> str:
 
     budgets_taken = info.get("budgets", [])
     takes = {"epsilon": "epsilon/delta" in budgets_taken, "rho": "rho/delta" in budgets_taken}
+    truncates = getattr(mech, "truncates", True) is not False
     symbols = {**{p: common[p] for p in COMMON if p in common and takes.get(p, True)}, **entry.get("symbols", {})}
+    if not truncates and "max_contributions" in symbols:
+        symbols["max_contributions"] = ["—", f"not used: {name} does not bound users to Δ0 keys"]
     lines += ["## Paper symbols", "", "| parameter | symbol | in the paper |", "|---|---|---|"]
     lines += [f"| `{p}` | {_cell(s[0])} | {_cell(s[1])} |" for p, s in symbols.items()]
     for sym, meaning in entry.get("derived", {}).items():
@@ -89,12 +92,9 @@ def _page(info: dict, mech: Any, entry: dict, common: dict) -> str:
     lines += [f"- {a}" for a in entry.get("assumptions", [])]
     lines += ["", "## Refuses", ""]
     lines += [f"- {r}" for r in _refusals(info, mech, entry)]
-    example = ", ".join(f"{p}={d['default']!r}" for p, d in params.items() if d.get("default") is not None)
-    budget = "epsilon=1.0, delta=1e-6" if "epsilon/delta" in info.get("budgets", []) else "rho=0.1, delta=1e-6"
-    extra = ", allow_unproven=True" if info.get("unproven") else ""
-    lines += ["", "## Example", "", "```python",
-              f"release = duckdp.select(con, \"reviews\", algo={name!r}, {budget}, max_contributions=100"
-              + (f", {example}" if example else "") + extra + ")", "```", ""]
+    args = ", ".join(f"{k}={v!r}" for k, v in example_kwargs(info, mech).items())
+    lines += ["", "## Example", "", "```python", f"release = duckdp.select(con, \"reviews\", {args})",
+              "```", ""]
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@ Kept free of Sphinx so the fast test suite can check it (tests/test_docs.py) wit
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,4 +42,18 @@ def problems(infos: list[dict], table: dict) -> list[str]:
         if "refuses" not in entry:      # may be empty: the registry-implied refusals are always listed
             out.append(f"{SYMBOLS} [{name}]: no 'refuses' list (write refuses = [] if there is none beyond "
                        "the registry's)")
+    return out
+
+
+def example_kwargs(info: dict, mech: Any) -> dict:
+    """The keyword arguments of the page's `duckdp.select` example (tests/test_api_docs.py runs them)."""
+    budgets = info.get("budgets", [])
+    out: dict[str, Any] = {"algo": info["name"]}
+    out.update({"epsilon": 1.0, "delta": 1e-6} if "epsilon/delta" in budgets else {"rho": 0.1, "delta": 1e-6})
+    if getattr(mech, "truncates", True) is not False:
+        out["max_contributions"] = 100
+    out.update({p: d["default"] for p, d in info.get("params", {}).items()     # defaults short enough to read
+                if d.get("default") is not None and len(repr(d["default"])) <= 6})
+    if info.get("unproven"):
+        out["allow_unproven"] = True
     return out
