@@ -1,5 +1,5 @@
 """The API reference (docs/, issue #19 item 6): every mechanism has its paper-symbol table, and the
-Sphinx build passes with warnings as errors (where Sphinx is installed: `pip install '.[docs]'`)."""
+Sphinx build passes with warnings as errors (slow tests, where Sphinx is installed: `pip install '.[docs]'`)."""
 from __future__ import annotations
 
 import importlib.util
@@ -61,6 +61,7 @@ def _copy_docs(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow      # a full Sphinx build (~5 s); .ci/run installs the docs extra before the slow suite
 def test_docs_build_with_warnings_as_errors(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("myst_parser")
@@ -73,6 +74,7 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
     assert "budget allocation factor" in dpsips and "Swanberg" in dpsips
 
 
+@pytest.mark.slow
 def test_docs_build_fails_without_a_symbol_table(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("myst_parser")
