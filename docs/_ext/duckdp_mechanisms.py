@@ -2,9 +2,10 @@
 
 Each page combines what the mechanism declares (`duckdp.algorithms()`: name, aliases, budgets,
 citation, summary, status, parameters with default and doc; `duckdp.mechanisms.get(name)` for whether
-it truncates users to Δ0 keys) with its hand-written entry in docs/mechanism_symbols.toml: each
-parameter's symbol in the paper, the assumptions and what the mechanism refuses. Only the public
-registry is read, so moving mechanism modules does not touch the docs. A registered mechanism without
+it truncates users to Δ0 keys, and the object whose class and module docstrings are shown verbatim)
+with its hand-written entry in docs/mechanism_symbols.toml: each parameter's symbol in the paper, the
+assumptions and what the mechanism refuses. Only the public registry is read, so moving mechanism
+modules does not touch the docs. A registered mechanism without
 an entry, a parameter without a symbol, or an entry for a parameter or mechanism that no longer exists
 is a Sphinx warning, so the CI build (`-W`) fails until the table is written.
 
@@ -13,8 +14,10 @@ otherwise be read as a substitution reference.
 """
 from __future__ import annotations
 
+import inspect
 import os
 import re
+import sys
 from typing import Any
 
 from mechanism_table import COMMON, SYMBOLS, example_kwargs, load, problems
@@ -93,9 +96,32 @@ def _page(info: dict, mech: Any, entry: dict, common: dict) -> str:
     lines += ["", "## Refuses", ""]
     lines += [f"- {r}" for r in _refusals(info, mech, entry)]
     args = ", ".join(f"{k}={v!r}" for k, v in example_kwargs(info, mech).items())
+    lines += _source_notes(type(mech))
     lines += ["", "## Example", "", "```python", f"release = duckdp.select(con, \"reviews\", {args})",
               "```", ""]
     return "\n".join(lines)
+
+
+def _preformatted(text: str) -> list[str]:
+    fence = "~" * max(3, 1 + max((len(r) for r in re.findall(r"~{3,}", text)), default=0))
+    return [fence + "text", text, fence]
+
+
+def _source_notes(cls: type) -> list[str]:
+    """The module's and the class's own docstrings, verbatim: they hold the privacy argument and the
+    deviations from the paper, written as plain text (indented lists, math), not reST."""
+    module_doc = inspect.getdoc(sys.modules[cls.__module__])
+    class_doc = inspect.getdoc(cls) if cls.__dict__.get("__doc__") else None
+    if not module_doc and not class_doc:
+        return []
+    lines = ["", "## Implementation notes", "",
+             f"From the source, verbatim: the docstring of `{cls.__module__}` (shared by the mechanisms it defines)"
+             + (f" and of `{cls.__qualname__}`" if class_doc else "") + ".",
+             ""]
+    for doc in (module_doc, class_doc):
+        if doc:
+            lines += _preformatted(doc) + [""]
+    return lines
 
 
 def _index(infos: list[dict]) -> str:
