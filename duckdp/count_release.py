@@ -39,9 +39,11 @@ from .discrete import discrete_gaussian
 from .errors import InvalidParameter, SchemaError
 from .lifecycle import open_run
 from .mechanisms.base import Round
+from .privacy.accountant import Accountant, nominal_spent, plan_hook
 from .privacy.budget import ZCDP, make_budget
 from .privacy.calibration import _up, laplace_scale
-from .release import Release, Spent, by_key
+from .privacy.events import ComposedEvent, PrivacyEvent, ZcdpEvent, budget_event
+from .release import Release, by_key
 from .rng import Randomness
 from .spark import is_spark_session
 
@@ -88,24 +90,24 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
     counts = np.asarray(counts, dtype=np.int64)
     tag, bits = randomness.next_round(), randomness.stream()
     remaining = np.arange(counts.size, dtype=np.int64)
-    eps, rho_spent, delta_spent = initial_epsilon, 0.0, 0.0
+    eps = initial_epsilon
+    steps = Accountant.for_budget(budget)                         # the privacy filter's accountant
     log_rows: list[tuple] = []
     found: list[int] = []
     noisy: list[int] = []
     sigmas: list[float] = []
     call = 0
     # Privacy filter (Alg. 2 loop guard; Whitehouse et al. Thm 5): room for a Gumbel call and a count.
-    while rho_spent + eps * eps / 4 <= budget.rho and delta_spent + delta_per_call <= budget.delta:
+    while steps.check(ComposedEvent((ZcdpEvent(eps * eps / 8, delta_per_call), ZcdpEvent(eps * eps / 8, 0.0)))):
         beta = laplace_scale(eps)                                  # Thm 4: β = 1/ε, rounded up
         threshold = gumbel_threshold(eps, kbar, delta_per_call)
         g = gumbel_noise(randomness, tag, call, remaining)
-        rho_spent += eps * eps / 8                                 # Thm 4 (k = 1): ε²/8-zCDP, δ*
-        delta_spent += delta_per_call
+        step = steps.commit(ZcdpEvent(eps * eps / 8, delta_per_call), label="gumbel")   # Thm 4 (k = 1)
         scores = counts[remaining] + beta * g[:-1]
         best = int(np.argmax(scores)) if scores.size else -1
         hit = best >= 0 and scores[best] > threshold + next_count + beta * g[-1]   # Alg. 1
-        log_rows.append(("gumbel", eps, beta, threshold, eps * eps / 8, delta_per_call,
-                         len(found) if hit else None, rho_spent, delta_spent))
+        log_rows.append(("gumbel", eps, beta, threshold, step.charge, step.charge_delta,
+                         len(found) if hit else None, step.spent, step.spent_delta))
         if hit:
             sigma = count_sigma(eps, kbar, delta_per_call, relative_error)
             position = int(remaining[best])
@@ -113,9 +115,9 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
             noisy.append(int(counts[position]) + discrete_gaussian(bits, sigma))   # exact N_Z(0, σ²)
             sigmas.append(sigma)
             remaining = np.delete(remaining, best)
-            rho_spent += 0.5 / (sigma * sigma)                     # Thm 2; discrete: CKS20 Prop. 4
-            log_rows.append(("gaussian", eps, sigma, None, 0.5 / (sigma * sigma), 0.0, len(found) - 1,
-                             rho_spent, delta_spent))
+            step = steps.commit(ZcdpEvent(0.5 / (sigma * sigma), 0.0), label="gaussian")   # Thm 2; CKS20 Prop. 4
+            log_rows.append(("gaussian", eps, sigma, None, step.charge, step.charge_delta, len(found) - 1,
+                             step.spent, step.spent_delta))
         else:
             eps *= math.sqrt(2.0)                                  # Alg. 2: ε ← √2·ε after ⊥
         call += 1
@@ -170,6 +172,11 @@ class CountRelease(Release):
     ledger: pa.Table = field(kw_only=True, repr=False)
 
     @property
+    def event(self) -> PrivacyEvent:
+        """The filter's guarantee (Rogers 2024 Thm 6): δ-approximate ρ-zCDP at the budget."""
+        return budget_event(self.budget)
+
+    @property
     def ledger_rho(self) -> float:
         return math.fsum(self.ledger.column("rho").to_pylist())
 
@@ -202,15 +209,16 @@ def _check_kbar(value) -> int:
 def count_release(con, table, *, rho: float, delta: float, user_col: str = "user_id",
                   item_col: str | list[str] = "item", seed: int | None = None,
                   initial_epsilon: float = 5e-4, delta_per_call: float = 1e-11, kbar: int = 10_000,
-                  relative_error: float = 0.1, _on_plan=None) -> CountRelease:
+                  relative_error: float = 0.1, accountant: Accountant | None = None) -> CountRelease:
     """Release keys of `table` with noisy distinct-user counts under δ-approximate ρ-zCDP.
 
     Defaults are the paper's (Rogers §4): ε* = 0.0005, δ* = 1e-11, k̄ = 10,000, r = 0.1.
     `initial_epsilon` is ε* (the first Gumbel call's ε), `delta_per_call` is δ* (charged per
     Gumbel call), `kbar` is k̄ (keys cached and searched), `relative_error` is the target r of
     eq. (2). Alg. 2 needs ρ > ε*²/4 and δ > δ*. The input is only read; `seed` makes the release
-    reproducible (tests and demos; the release says it was seeded). `_on_plan(budgets, input)`
-    (internal, for Session) runs once the input is resolved and before any data is read.
+    reproducible (tests and demos; the release says it was seeded). `accountant`
+    (privacy/accountant.py; a Session passes its own) is charged the filter's guarantee ZcdpEvent(ρ, δ)
+    once the input is resolved and before any data is read.
     """
     budget = make_budget(rho=rho, delta=delta)
     assert isinstance(budget, ZCDP)                               # rho= always builds a ZCDP budget
@@ -223,15 +231,16 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
     if not budget.delta > params["delta_per_call"]:
         raise InvalidParameter(f"delta={delta!r} must exceed delta_per_call={delta_per_call!r} (Rogers Alg. 2)")
     randomness = Randomness(seed)
+    on_plan = plan_hook(accountant, "pcr", budget_event(budget))
     if is_spark_session(con):                                  # top counts by Spark, Alg. 2 the same
         from .spark.api import count_release as spark_count_release
 
-        return spark_count_release(con, table, budget, params, randomness, user_col, item_col, _on_plan)
+        return spark_count_release(con, table, budget, params, randomness, user_col, item_col, on_plan)
 
     def check_columns(source) -> None:
         check_output_names(source.key_names)
 
-    with open_run(con, table, user_col, item_col, randomness, plan=[budget], on_plan=_on_plan,
+    with open_run(con, table, user_col, item_col, randomness, plan=[budget], on_plan=on_plan,
                   check_source=check_columns) as stages:
         source = stages.ctx.source
         top = stages.top_counts(int(params["kbar"]) + 1)
@@ -275,6 +284,7 @@ def release_top_counts(top: pa.Table, key_cols: Sequence[str], key_names: Sequen
     ledger = result.ledger.set_column(result.ledger.schema.get_field_index("item"), "item",
                                       pc.take(pa.array(row, pa.int64()), result.ledger.column("item")))
     return CountRelease(items=to_engine(items), algo="pcr", citation=CITATION, budget=budget,
-                        spent=Spent.of([budget]), rounds=ledger_rounds(ledger), seeded=randomness.seeded,
+                        spent=nominal_spent(budget_event(budget)), rounds=ledger_rounds(ledger),
+                        seeded=randomness.seeded,
                         max_contributions=None, params=params, input=description,
                         key_names=list(key_names), _table=items, ledger=ledger)

@@ -10,6 +10,7 @@ from .explain import release_section
 from .privacy.auto_contributions import AutoChoice
 from .privacy.budget import ZCDP, Budget
 from .privacy.composition import Spent, composition_lines
+from .privacy.events import PrivacyEvent
 from .templates import quote_ident
 
 
@@ -67,6 +68,13 @@ class Release:
     def __post_init__(self) -> None:
         if self._table is not None:     # one chunk: the engine's batching can reflect keys it scanned
             self._table = self._table.combine_chunks()
+
+    @property
+    def event(self) -> PrivacyEvent:
+        """The privacy event of the release (privacy/events.py): the Δ0 estimate, then every round."""
+        from .mechanisms.base import plan_event
+        rounds = ([self.auto.plan.round_plan()] if self.auto is not None else []) + list(self.rounds)
+        return plan_event(rounds)
 
     def to_arrow(self) -> pa.Table:
         """The released keys as a pyarrow Table, sorted by the key columns, in one chunk."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from ..errors import InvalidParameter
 from ..privacy.budget import ZCDP, Budget, EpsDelta
+from ..privacy.events import CalibratedEvent, ComposedEvent, round_event
 from .guarantee import RoundGuarantee, basic_bound
 
 
@@ -36,7 +37,7 @@ class RoundPlan:
     is the δ the threshold spends on novel keys (None: the round's whole δ, the safe bound); `mu` is
     μ_j = sensitivity/σ where the round belongs to Gaussian rounds composed exactly
     (privacy/composition.gaussian_rounds; None otherwise), its `budget` then a share of the request.
-    Session accounting (privacy/accounting.py) composes rounds from these fields.
+    `event` is the round's privacy event (privacy/events.py), what accountants compose.
     """
 
     budget: Budget
@@ -47,6 +48,10 @@ class RoundPlan:
     sensitivity: float = 1.0
     novel_delta: float | None = None
     mu: float | None = None
+
+    @property
+    def event(self) -> CalibratedEvent:
+        return round_event(self.budget, self.noise, self.scale, self.sensitivity, self.novel_delta)
 
 
 @dataclass
@@ -64,6 +69,10 @@ class Round:
     novel_delta: float | None = None
     mu: float | None = None
 
+    @property
+    def event(self) -> CalibratedEvent:
+        return round_event(self.budget, self.noise, self.sigma, self.sensitivity, self.novel_delta)
+
     def extra_fields(self) -> dict:
         """`extra` as a plain dict (typed plan fields, or count release's per-level values)."""
         if self.extra is None:
@@ -74,6 +83,11 @@ class Round:
     def from_plan(cls, index: int, plan: RoundPlan, released: int) -> Round:
         return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, copy.copy(plan.extra),
                    plan.sensitivity, plan.novel_delta, plan.mu)
+
+
+def plan_event(plan: Sequence[RoundPlan | Round]) -> ComposedEvent:
+    """The privacy event of a whole plan (or of executed rounds): its rounds, in order."""
+    return ComposedEvent(tuple(r.event for r in plan))
 
 
 class Mechanism(ABC):

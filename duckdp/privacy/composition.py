@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..errors import InvalidParameter
-from .budget import ZCDP, Budget, EpsDelta, _exact_parts
+from .budget import Budget, EpsDelta, _exact_parts
 from .calibration import _up, analytic_gaussian_sigma, zcdp_sigma
 from .conversions import approx_zcdp_epsilon
 
@@ -102,22 +102,10 @@ class Spent:
 
     @classmethod
     def of(cls, budgets: list[Budget]) -> Spent:
-        """Compose round budgets: additively for zCDP (Bun–Steinke Lemma 8.2 via DP-SIPS Lemma 6,
-        δ's summed as an upper bound) and by basic composition for (ε, δ)-DP (Dwork–Roth Thm 3.16).
-        Gaussian rounds composed exactly (`gaussian_rounds`) carry shares of the budget they were
-        calibrated to jointly, so their sum is that budget."""
-        if not budgets:
-            raise ValueError("a release spends at least one round's budget")
-        zcdp = [b for b in budgets if isinstance(b, ZCDP)]
-        if len(zcdp) == len(budgets):
-            rho = sum(b.rho for b in zcdp)
-            delta = min(sum(b.delta for b in zcdp), 1.0)
-            epsilon, delta_dp = zcdp_as_dp(rho, delta)
-            return cls(epsilon, delta_dp, rho, delta)
-        approx = [b for b in budgets if isinstance(b, EpsDelta)]
-        if len(approx) == len(budgets):
-            return cls(sum(b.epsilon for b in approx), min(sum(b.delta for b in approx), 1.0))
-        raise ValueError("cannot compose a mix of zCDP and (ε, δ) rounds")
+        """The nominal composition of round budgets (privacy/accountant.nominal_spent, the one place)."""
+        from .accountant import nominal_spent
+        from .events import ComposedEvent, budget_event
+        return nominal_spent(ComposedEvent(tuple(budget_event(b) for b in budgets)))
 
     def as_dict(self) -> dict:
         out: dict[str, float | None] = {"epsilon": self.epsilon, "delta": self.delta}
