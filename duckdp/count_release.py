@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from .discrete import discrete_gaussian
 from .errors import InvalidParameter, SchemaError
 from .lifecycle import open_run
-from .mechanisms.base import Round
+from .mechanisms.base import Round, RoundPlan
 from .privacy.accountant import Accountant, nominal_spent, plan_hook
 from .privacy.budget import ZCDP, make_budget
 from .privacy.calibration import _up, laplace_scale
@@ -153,9 +153,9 @@ def ledger_rounds(ledger: pa.Table) -> list[Round]:
         else:
             level["found"] += 1
             level["count_sigma"] = row["scale"]
-    return [Round(i, ZCDP(math.fsum(lv["rho"]), math.fsum(lv["delta"])), "gumbel", lv["beta"], lv["threshold"],
-                  lv["found"],
-                  {"epsilon": lv["epsilon"], "gumbel_calls": lv["calls"], "count_sigma": lv["count_sigma"]})
+    return [Round(i, RoundPlan(ZCDP(math.fsum(lv["rho"]), math.fsum(lv["delta"])), "gumbel", lv["beta"],
+                               lv["threshold"], {"epsilon": lv["epsilon"], "gumbel_calls": lv["calls"],
+                                                 "count_sigma": lv["count_sigma"]}), lv["found"])
             for i, lv in enumerate(levels)]
 
 

@@ -67,7 +67,7 @@ def _check_z(name: str):
     return check
 
 
-@dataclass
+@dataclass(frozen=True)
 class AdaptiveRound:
     """An adaptive SIPS round's share of the budget and its cap c (novel sensitivity c/√k)."""
 

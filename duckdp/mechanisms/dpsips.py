@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -52,7 +52,7 @@ def round_shares(iterations: int, ratio: float) -> list[float]:
     return [float(s) for s in shares]
 
 
-@dataclass
+@dataclass(frozen=True)
 class SipsRound:
     """A DP-SIPS round's share of the budget."""
 
@@ -87,9 +87,7 @@ class DPSIPS(Mechanism):
         # Alg. 2 rounds (Thm 13; Gopi et al. Thm 5.1) with Alg. 3's geometric shares, composed exactly.
         shares = round_shares(params["iterations"], params["ratio"])
         plans = composed_gaussian_rounds(budget, shares, max_contributions)
-        for share, rp in zip(shares, plans, strict=True):
-            rp.extra = SipsRound(share)
-        return plans
+        return [replace(rp, extra=SipsRound(share)) for share, rp in zip(shares, plans, strict=True)]
 
     def run(self, stages, plan, params):
         max_contributions = params["max_contributions"]

@@ -23,7 +23,7 @@ whole universe and round-2 preprocessing, storing only the keys released, remove
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import ndtr
@@ -53,7 +53,7 @@ _SHARED = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class MadRound:
     """A MAD round's own plan: τ, f, the adaptive degrees and biases (spec §5); MAD2R's second
     round also the round-1 confidence widths c_L·σ1 (`lower`) and c_U·σ1 (`upper`) (spec §6)."""
@@ -69,16 +69,17 @@ class MadRound:
 
 
 def _mad_round(plan: RoundPlan, max_contributions: int, params: dict, beta_min: float = 1.0, beta_max: float = 1.0,
-               requested_f=None) -> RoundPlan:
+               requested_f: float | None = None, lower: float | None = None,
+               upper: float | None = None) -> RoundPlan:
     """One MAD round on a Gaussian round's σ, T (T with ρ(k) = β_max/√k, §2, Lemma 5.4): τ = T + bσ, f (§5)."""
     # Default Δ_max = Δ0; when Δ0 < Δ_min no user can be adaptive and Δ_max only sets f (spec §5).
     max_degree = params["max_adaptive_degree"] or max(max_contributions, params["adaptive_min_degree"])
     check_degrees(params["adaptive_min_degree"], max_degree)
-    plan.extra = MadRound(
+    return replace(plan, extra=MadRound(
         tau=adaptive_threshold(plan.threshold, plan.scale, params["adaptive_excess"], beta_max),
         reroute=reroute_fraction(requested_f, beta_min, beta_max, max_degree),
-        min_degree=params["adaptive_min_degree"], max_degree=max_degree, beta_min=beta_min, beta_max=beta_max)
-    return plan
+        min_degree=params["adaptive_min_degree"], max_degree=max_degree, beta_min=beta_min, beta_max=beta_max,
+        lower=lower, upper=upper))
 
 
 def _mad_guarantee(plan, params, bound: bool) -> RoundGuarantee:
@@ -173,8 +174,8 @@ class Mad2R(Mechanism):
         rounds = composed_gaussian_rounds(budget, [alpha, 1 - alpha], max_contributions,
                                           [biased_novelty(1.0), biased_novelty(params["beta_max"])])
         plan1 = _mad_round(rounds[0], max_contributions, params)                # unbiased MAD, ρ(k) = 1/√k
-        plan2 = _mad_round(rounds[1], max_contributions, params, params["beta_min"], params["beta_max"])
-        plan2.extra.lower, plan2.extra.upper = params["c_lower"] * plan1.scale, params["c_upper"] * plan1.scale
+        plan2 = _mad_round(rounds[1], max_contributions, params, params["beta_min"], params["beta_max"],
+                           lower=params["c_lower"] * plan1.scale, upper=params["c_upper"] * plan1.scale)
         return [plan1, plan2]
 
     def run(self, stages, plan, params):

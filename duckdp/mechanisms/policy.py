@@ -17,7 +17,7 @@ import math
 import numbers
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import ndtr
@@ -39,7 +39,7 @@ def _check_alpha(value) -> float:
     return float(value)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PolicyRound:
     """A sequential policy's cutoff Γ = T + α·scale and its α."""
 
@@ -49,8 +49,7 @@ class PolicyRound:
 
 def with_cutoff(plan: RoundPlan, alpha: float) -> RoundPlan:
     """Γ = T + α·scale (journal Alg. 3 and 5: the cutoff sits α noise units above the threshold)."""
-    plan.extra = PolicyRound(alpha, plan.threshold + alpha * plan.scale)
-    return plan
+    return replace(plan, extra=PolicyRound(alpha, plan.threshold + alpha * plan.scale))
 
 
 def cutoff_probability(plan: RoundPlan) -> float:

@@ -47,7 +47,7 @@ def keep_probabilities(epsilon: float, delta: float) -> np.ndarray:
         probs.append(p)
 
 
-@dataclass
+@dataclass(frozen=True)
 class GeometricRound:
     """The per-key budget (ε/Δ0, δ/Δ0) each key's keep decision uses."""
 
