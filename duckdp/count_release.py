@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .discrete import discrete_gaussian
-from .errors import InvalidParameter, SchemaError
+from .errors import InternalError, InvalidParameter, SchemaError
 from .lifecycle import open_run
 from .mechanisms.base import Round, RoundPlan
 from .privacy.accountant import Accountant, nominal_spent, plan_hook
@@ -221,7 +221,8 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
     once the input is resolved and before any data is read.
     """
     budget = make_budget(rho=rho, delta=delta)
-    assert isinstance(budget, ZCDP)                               # rho= always builds a ZCDP budget
+    if not (isinstance(budget, ZCDP)):
+        raise InternalError("invariant failed: rho= always builds a ZCDP budget")
     params: dict[str, Any] = {"initial_epsilon": _check_real("initial_epsilon", initial_epsilon, 0.0),
               "delta_per_call": _check_real("delta_per_call", delta_per_call, 0.0, 1.0),
               "kbar": _check_kbar(kbar),

@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import duckdb
 
-from .errors import InvalidParameter, LedgerError
+from .errors import InternalError, InvalidParameter, LedgerError
 from .ledger_guard import Anchor, GuardFile, default_path
 from .templates import quote_ident
 
@@ -243,7 +243,8 @@ class TableLedger:
     def _anchor_of(self, head: Row, guard: Anchor | None, adopt: bool) -> Anchor | None:
         """The anchor an existing ledger must extend: its guard's; without one (or with one recording another
         ledger) a LedgerError, or with `adopt` the guard of this ledger found elsewhere (a moved database)."""
-        assert self._guard is not None
+        if self._guard is None:
+            raise InternalError("invariant failed: a guarded ledger has its guard")
         if guard is not None and guard.ledger_id == head["ledger_id"]:
             return guard
         if not adopt:
@@ -396,6 +397,7 @@ class TableLedger:
 
     def _store(self, ledger_id: str, count: int, chain: str) -> None:
         """Write the guard (under its lock): this ledger's key if the guard holds it, and its last head."""
-        assert self._guard is not None
+        if self._guard is None:
+            raise InternalError("invariant failed: a guarded ledger has its guard")
         self._guard.write(Anchor(ledger_id, count, chain, self._guard_key), database=self._database,
                           table=self._label)

@@ -168,3 +168,23 @@ def test_accountant_must_be_an_accountant(con):
     with pytest.raises(duckdp.errors.InvalidParameter, match="accountant"):
         duckdp.select(con, "t", algo="dpsips", epsilon=0.5, delta=5e-6, max_contributions=2, seed=1,
                       accountant=object())
+
+
+def test_internal_invariants_raise_internal_error():
+    """Invariants raise InternalError (a DuckDPError and a RuntimeError), not `assert` (gone under -O)."""
+    import dataclasses
+
+    from duckdp.errors import DuckDPError, InternalError
+    from duckdp.mechanisms import get
+    from duckdp.privacy import auto_contributions as ac
+
+    assert issubclass(InternalError, DuckDPError) and issubclass(InternalError, RuntimeError)
+    mech = get("dpsips")
+    params = mech.check_params({})
+    budget = EpsDelta(1.0, 1e-5)
+    auto, plan = ac.plan(budget, ac.DEFAULT_SHARE, lambda b, d: mech.plan(b, d, params))
+    choice = ac.AutoChoice(5, auto)
+    # a charged plan whose events differ from the mechanism's at the chosen Δ0
+    charged = [dataclasses.replace(p, scale=p.scale * 2) for p in plan]
+    with pytest.raises(InternalError, match="privacy events changed"):
+        ac.finish(choice, charged, lambda b, d: mech.plan(b, d, params))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.special import ndtr
 
+from ..errors import InternalError
 from ..privacy.mad import (
     adaptive_threshold,
     biased_novelty,
@@ -92,7 +93,8 @@ def _mad_guarantee(plan, params, bound: bool) -> RoundGuarantee:
             ("this round drops keys released in round 0 or with a round-0 upper bound below T and down-weights "
             f"keys with a high lower bound (β ≥ {plan.extra.beta_min:g}): no bound")])
     cap, basic_probability = float(ndtr(params["adaptive_excess"])), basic.probability
-    assert basic_probability is not None     # MAD noise is Gaussian
+    if basic_probability is None:
+        raise InternalError("invariant failed: MAD noise is Gaussian")
     return RoundGuarantee("bound", weighting, lambda n, k: np.minimum(basic_probability(n, k), cap),
                           [f"MAD dominates Basic (Thm 6.1, spec §7): P ≥ min(P_Basic, Φ(b) = {cap:.4f})"])
 

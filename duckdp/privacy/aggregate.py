@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from ..errors import InvalidParameter
+from ..errors import InternalError, InvalidParameter
 from ..validation import integer, real
 from .budget import ZCDP, Budget, EpsDelta, _exact_parts
 from .calibration import _check_max_contributions, per_item_tail, zcdp_sigma
@@ -352,7 +352,8 @@ def plan_aggregate(budget: Budget, metrics, *, max_contributions: int, max_rows_
     threshold = None
     root = math.sqrt(d0)
     if keys == "threshold":
-        assert sel_rho is not None
+        if sel_rho is None:
+            raise InternalError("invariant failed: a threshold plan has a selection ρ")
         # Distinct-user counts: ℓ2 sensitivity √Δ0 over existing keys (Gopi et al. journal Thm A.2).
         sigma = zcdp_sigma(sel_rho, root)
         threshold = Threshold(sigma, threshold_for(sigma, sel_delta, d0), sel_delta, sel_rho)
@@ -368,7 +369,8 @@ def plan_aggregate(budget: Budget, metrics, *, max_contributions: int, max_rows_
         elif mt.kind == "count":         # ≤ m rows on each of ≤ Δ0 keys: ℓ2 = m√Δ0
             measures.append(_measure(mt.name, "count", m * root, r, 1.0, 0, tag, coverage))
         else:
-            assert mt.lower is not None and mt.upper is not None
+            if not (mt.lower is not None and mt.upper is not None):
+                raise InternalError("invariant failed: mt.lower is not None and mt.upper is not None")
             step = grid_step(mt.lower, mt.upper)
             lo, hi = grid_bounds(mt.lower, mt.upper, step)
             if mt.kind == "sum":         # ≤ m values in [lo, hi] grid steps per key: ℓ2 = m·max(|lo|, |hi|)·√Δ0
@@ -431,12 +433,14 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
     out: dict[str, np.ndarray] = {}
     for mt in plan.metrics:
         if mt.kind == "mean":
-            assert mt.lower is not None and mt.upper is not None
+            if not (mt.lower is not None and mt.upper is not None):
+                raise InternalError("invariant failed: mt.lower is not None and mt.upper is not None")
             ms, mc = plan.measure(mt.name, "sum"), plan.measure(mt.name, "count")
             s, c = noisy[(mt.name, "sum")], noisy[(mt.name, "count")]
             out[mt.name] = finish_mean(s, c, mt.lower, mt.upper, ms.step, ms.offset)
             if plan.confidence is not None:
-                assert ms.half_width is not None and mc.half_width is not None
+                if not (ms.half_width is not None and mc.half_width is not None):
+                    raise InternalError("invariant failed: both halves of a mean have half-widths")
                 lo, hi = mean_interval(s, c, mt.lower, mt.upper, ms.step, ms.offset, ms.half_width, mc.half_width)
                 out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo, hi
             continue
@@ -450,7 +454,8 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
         else:
             out[mt.name] = x
         if plan.confidence is not None:
-            assert ms.half_width is not None
+            if ms.half_width is None:
+                raise InternalError("invariant failed: ms.half_width is not None")
             lo_i, hi_i = x - ms.half_width, x + ms.half_width
             if mt.kind == "sum":
                 out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo_i * ms.step, hi_i * ms.step
