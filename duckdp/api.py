@@ -8,10 +8,10 @@ from .mechanisms.base import Round, plan_event
 from .privacy import auto_contributions
 from .privacy.accountant import Accountant, nominal_spent, plan_hook
 from .privacy.budget import make_budget
-from .privacy.calibration import _check_max_contributions
 from .release import Release, Spent, by_key
 from .rng import Randomness
 from .spark import is_spark_session
+from .validation import max_contributions as check_max_contributions
 
 
 def algorithms() -> list[dict]:
@@ -47,7 +47,7 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     else:
         if isinstance(max_contributions, str):
             raise InvalidParameter(f"max_contributions must be an integer >= 1 or 'auto', got {max_contributions!r}")
-        max_contributions = _check_max_contributions(max_contributions)
+        max_contributions = check_max_contributions(max_contributions)
         if auto_share != auto_contributions.DEFAULT_SHARE:
             raise InvalidParameter("auto_share applies only with max_contributions='auto'")
     params = mech.check_params(algo_params)

@@ -26,7 +26,6 @@ reproducible under `seed`.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +45,7 @@ from .privacy.events import ComposedEvent, PrivacyEvent, ZcdpEvent, budget_event
 from .release import Release, by_key
 from .rng import Randomness
 from .spark import is_spark_session
+from .validation import between, integer
 
 CITATION = ("Rogers, Private Count Release (2024), Alg. 1–2, Thm 4–6; "
             "Unknown-Domain Gumbel: Durfee & Rogers, NeurIPS 2019")
@@ -194,18 +194,6 @@ class CountRelease(Release):
         return "\n".join(lines)
 
 
-def _check_real(name: str, value, low: float, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (low < float(value) < high):
-        raise InvalidParameter(f"{name} must be a number in ({low:g}, {high:g}), got {value!r}")
-    return float(value)
-
-
-def _check_kbar(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (1 <= int(value) <= _MAX_KBAR):
-        raise InvalidParameter(f"kbar must be an integer in [1, {_MAX_KBAR:,}], got {value!r}")
-    return int(value)
-
-
 def count_release(con, table, *, rho: float, delta: float, user_col: str = "user_id",
                   item_col: str | list[str] = "item", seed: int | None = None,
                   initial_epsilon: float = 5e-4, delta_per_call: float = 1e-11, kbar: int = 10_000,
@@ -223,10 +211,10 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
     budget = make_budget(rho=rho, delta=delta)
     if not (isinstance(budget, ZCDP)):
         raise InternalError("invariant failed: rho= always builds a ZCDP budget")
-    params: dict[str, Any] = {"initial_epsilon": _check_real("initial_epsilon", initial_epsilon, 0.0),
-              "delta_per_call": _check_real("delta_per_call", delta_per_call, 0.0, 1.0),
-              "kbar": _check_kbar(kbar),
-              "relative_error": _check_real("relative_error", relative_error, 0.0)}
+    params: dict[str, Any] = {"initial_epsilon": between("initial_epsilon", initial_epsilon, 0.0),
+              "delta_per_call": between("delta_per_call", delta_per_call, 0.0, 1.0),
+              "kbar": integer("kbar", kbar, 1, _MAX_KBAR),
+              "relative_error": between("relative_error", relative_error, 0.0)}
     if not budget.rho > params["initial_epsilon"] ** 2 / 4:
         raise InvalidParameter(f"rho={rho!r} must exceed initial_epsilon²/4 (Rogers Alg. 2)")
     if not budget.delta > params["delta_per_call"]:

@@ -17,9 +17,9 @@ import pyarrow as pa
 from . import mechanisms
 from .errors import InvalidParameter
 from .privacy.budget import Budget, make_budget
-from .privacy.calibration import _check_max_contributions
 from .privacy.composition import composition_lines
 from .validation import integer
+from .validation import max_contributions as check_max_contributions
 
 TARGETS = (0.5, 0.95)
 _MAX_USERS = 10**15      # beyond this a key is treated as never reaching the target
@@ -216,7 +216,7 @@ def explain(algo: str, *, epsilon: float | None = None, rho: float | None = None
     mech = mechanisms.get(algo)
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech.check_budget(budget)
-    max_contributions = _check_max_contributions(max_contributions)
+    max_contributions = check_max_contributions(max_contributions)
     # Explaining runs nothing, so mechanisms kept only as baselines are explained too (with their caution).
     params = mech.check_params(algo_params | {"allow_unproven": True} if mech.unproven else algo_params)
     holdings = default_holdings(max_contributions) if keys_per_user is None else _check_holdings(keys_per_user,

@@ -40,6 +40,7 @@ from typing import TypeVar
 import duckdb
 import pyarrow as pa
 
+from . import validation
 from .api import select as _select
 from .count_release import CountRelease
 from .count_release import count_release as _count_release
@@ -83,12 +84,7 @@ class Session:
                                    "ledger is in memory (persist `session.ledger` yourself)")
         self._con = con
         self.budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
-        if key is not None and (not isinstance(key, bytes) or len(key) < 16):
-            raise InvalidParameter("key must be bytes of length >= 16 (e.g. os.urandom(32)), kept by the owner")
-        if anchor is not None and anchor is not False and not isinstance(anchor, (str, os.PathLike)):
-            raise InvalidParameter(f"anchor must be a file path or False (no guard file), got {anchor!r}")
-        if not isinstance(adopt, bool):
-            raise InvalidParameter(f"adopt must be True or False, got {adopt!r}")
+        key, anchor, adopt = validation.ledger_key(key), validation.anchor(anchor), validation.flag("adopt", adopt)
         if ledger_table is None:
             if anchor is not None or adopt:
                 raise InvalidParameter("anchor= and adopt= need ledger_table= (an in-memory ledger has no guard)")

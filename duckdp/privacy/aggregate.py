@@ -25,8 +25,9 @@ from scipy.special import ndtr, ndtri
 
 from ..errors import InternalError, InvalidParameter
 from ..validation import integer, real
+from ..validation import max_contributions as check_max_contributions
 from .budget import ZCDP, Budget, EpsDelta, _exact_parts
-from .calibration import _check_max_contributions, per_item_tail, zcdp_sigma
+from .calibration import per_item_tail, zcdp_sigma
 from .composition import Spent
 from .conversions import approx_zcdp_epsilon, zcdp_delta
 
@@ -296,7 +297,7 @@ def plan_aggregate(budget: Budget, metrics, *, max_contributions: int, max_rows_
     if not isinstance(budget, (EpsDelta, ZCDP)):
         raise InvalidParameter(f"budget must be EpsDelta or ZCDP, got {budget!r}")
     metric_specs = parse_metrics(metrics)
-    d0 = _check_max_contributions(max_contributions)
+    d0 = check_max_contributions(max_contributions)
     m = integer("max_rows_per_key", max_rows_per_key, 1, 10**9)
     k = integer("pre_threshold", pre_threshold, 1, 10**9)
     if keys not in KEY_MODES:

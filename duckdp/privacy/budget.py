@@ -5,7 +5,8 @@ import math
 from dataclasses import dataclass
 
 from ..errors import InvalidParameter
-from ..validation import real
+from ..validation import delta as check_delta
+from ..validation import positive, real
 
 # The smallest total δ a release, a Session or `explain` accepts (checked in `make_budget`).
 MIN_DELTA = 2.0**-32            # = 2²⁰ cells of the sampler's 2⁵²-cell grid ≈ 2.33e-10
@@ -37,20 +38,6 @@ allowed: they only raise thresholds, and a threshold beyond the grid's largest d
 """
 
 
-def _check_positive(name: str, value) -> float:
-    v = real(name, value)
-    if v <= 0:
-        raise InvalidParameter(f"{name} must be a finite number > 0, got {value!r}")
-    return v
-
-
-def _check_delta(value) -> float:
-    v = real("delta", value)
-    if not (0.0 < v < 1.0):
-        raise InvalidParameter(f"delta must be in (0, 1), got {value!r}")
-    return v
-
-
 @dataclass(frozen=True)
 class EpsDelta:
     """An (ε, δ)-DP budget."""
@@ -59,8 +46,8 @@ class EpsDelta:
     delta: float
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", _check_positive("epsilon", self.epsilon))
-        object.__setattr__(self, "delta", _check_delta(self.delta))
+        object.__setattr__(self, "epsilon", positive("epsilon", self.epsilon))
+        object.__setattr__(self, "delta", check_delta(self.delta))
 
     def scaled(self, fraction: float) -> EpsDelta:
         """The share `fraction` of both ε and δ (used for basic-composition splits)."""
@@ -81,8 +68,8 @@ class ZCDP:
     delta: float
 
     def __post_init__(self):
-        object.__setattr__(self, "rho", _check_positive("rho", self.rho))
-        object.__setattr__(self, "delta", _check_delta(self.delta))
+        object.__setattr__(self, "rho", positive("rho", self.rho))
+        object.__setattr__(self, "delta", check_delta(self.delta))
 
     def scaled(self, fraction: float) -> ZCDP:
         return ZCDP(self.rho * fraction, self.delta * fraction)
