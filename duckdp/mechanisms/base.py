@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from ..errors import InvalidParameter
+from ..errors import InternalError, InvalidParameter
 from ..privacy.budget import ZCDP, Budget, EpsDelta
 from ..privacy.events import CalibratedEvent, ComposedEvent, round_event
 from .guarantee import RoundGuarantee, basic_bound
@@ -108,6 +108,13 @@ class Round:
         if extra is None:
             return {}
         return dict(extra) if isinstance(extra, dict) else dataclasses.asdict(extra)
+
+
+def approx_budget(budget: Budget) -> EpsDelta:
+    """The (ε, δ) budget of a mechanism that takes only (ε, δ) (`check_budget` refused any other)."""
+    if not isinstance(budget, EpsDelta):
+        raise InternalError(f"an (ε, δ) mechanism was planned with {budget!r}")
+    return budget
 
 
 def plan_event(plan: Sequence[RoundPlan | Round]) -> ComposedEvent:

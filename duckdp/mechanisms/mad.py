@@ -23,12 +23,14 @@ whole universe and round-2 preprocessing, storing only the keys released, remove
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import ndtr
 
 from ..errors import InternalError
+from ..privacy.budget import Budget
 from ..privacy.mad import (
     adaptive_threshold,
     biased_novelty,
@@ -83,7 +85,7 @@ def _mad_round(plan: RoundPlan, max_contributions: int, params: dict, beta_min: 
         lower=lower, upper=upper))
 
 
-def _mad_guarantee(plan, params, bound: bool) -> RoundGuarantee:
+def _mad_guarantee(plan: RoundPlan, params: dict, bound: bool) -> RoundGuarantee:
     """MAD dominates Basic with the same σ, T (Chen et al. ICML 2025 Thm 6.1; spec §7):
     P ≥ min(P_Basic, Φ(b)); a MAD2R second round has only the Basic numbers as a reference."""
     basic = basic_bound(plan, 0.5)
@@ -131,10 +133,10 @@ class Mad(Mechanism):
 
     exponent = 0.5
 
-    def explain_round(self, index, plan, params):
+    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
         return _mad_guarantee(plan, params, bound=True)
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         plan = gaussian_round(budget, max_contributions)                      # ρ(k) = 1/√k (Lemma 5.4)
         return [_mad_round(plan, max_contributions, params, requested_f=params["reroute_fraction"])]
 
@@ -163,14 +165,14 @@ class Mad2R(Mechanism):
 
     exponent = 0.5
 
-    def explain_round(self, index, plan, params):
+    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
         return _mad_guarantee(plan, params, bound=index == 0)
 
-    def explain_overall(self, rounds):
+    def explain_overall(self, rounds: list[RoundGuarantee]) -> tuple[Callable | None, list[str]]:
         return rounds[0].probability, [("guarantee from round 0 alone (the whole release is at least as likely); "
                                        "round 1 usually releases most keys, near its reference numbers")]
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         # Both rounds have ℓ2 sensitivity 1 (Lemma 5.8), composed exactly with shares α, 1 − α (spec §6).
         alpha = params["split"]
         rounds = composed_gaussian_rounds(budget, [alpha, 1 - alpha], max_contributions,

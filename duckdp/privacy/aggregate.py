@@ -17,8 +17,9 @@ within it, because the discrete Gaussian's vector guarantee is a Rényi bound.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -60,7 +61,7 @@ class Metric:
     lower: float | None = None
     upper: float | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise InvalidParameter(f"a metric name must be a non-empty string, got {self.name!r}")
         if self.kind not in KINDS:
@@ -81,7 +82,7 @@ class Metric:
         object.__setattr__(self, "upper", upper)
 
 
-def parse_metrics(metrics) -> tuple[Metric, ...]:
+def parse_metrics(metrics: Any) -> tuple[Metric, ...]:
     """Metrics from {name: "users" | "count" | (kind, column, lower, upper) | Metric}, in the given order."""
     if not isinstance(metrics, Mapping) or not metrics:
         raise InvalidParameter("metrics must be a non-empty dict {name: spec}")
@@ -200,7 +201,7 @@ def _upper_tail(t: int, sigma: float) -> float:
     return min(1.0, max(tail / norm * (1 + _TAIL_MARGIN), math.ulp(0.0)))     # > 0 even where floats underflow
 
 
-def _smallest(pred, start: int) -> int:
+def _smallest(pred: Callable[[int], bool], start: int) -> int:
     """Smallest integer n ≥ 0 with pred(n), pred monotone, searched from a guess `start`."""
     lo, hi = -1, max(int(start), 1)
     while not pred(hi):
@@ -266,7 +267,7 @@ def _zcdp_rho_for(budget: EpsDelta, select_delta: float) -> float:
     return rho
 
 
-def _shares(metric_shares, names: list[str]) -> list[float]:
+def _shares(metric_shares: Any, names: list[str]) -> list[float]:
     if metric_shares is None:
         return [1.0 / len(names)] * len(names)
     if not isinstance(metric_shares, Mapping) or set(metric_shares) != set(names):
@@ -278,13 +279,14 @@ def _shares(metric_shares, names: list[str]) -> list[float]:
     return shares
 
 
-def _measure(metric, part, sensitivity, rho, step, offset, tag, coverage) -> Measure:
+def _measure(metric: str, part: str, sensitivity: float, rho: float, step: float, offset: int, tag: int,
+             coverage: float | None) -> Measure:
     sigma = zcdp_sigma(rho, sensitivity)          # σ = Δ/√(2ρ) (Bun & Steinke 2016 Prop. 1.6; CKS20 Prop. 4)
     hw = None if coverage is None else half_width(sigma, coverage)
     return Measure(metric, part, float(sensitivity), sigma, rho, step, offset, tag, coverage, hw)
 
 
-def plan_aggregate(budget: Budget, metrics, *, max_contributions: int, max_rows_per_key: int = 1,
+def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_rows_per_key: int = 1,
                    keys: str = "select", algo: str | None = None, selection_share: float | None = None,
                    metric_shares: Mapping[str, float] | None = None, confidence: float | None = None,
                    pre_threshold: int = 1) -> AggregatePlan:
@@ -403,7 +405,8 @@ def _spent(budget: Budget, rho: float, sel_delta: float) -> Spent:
 
 # ---------------------------------------------------------------- post-processing
 
-def finish_mean(noisy_sum, noisy_count, lower: float, upper: float, step: float, offset: int) -> np.ndarray:
+def finish_mean(noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float, upper: float, step: float,
+                offset: int) -> np.ndarray:
     """Mean = offset + noisy centred sum / noisy count, in value units, clamped to [lower, upper]
     (post-processing, Dwork & Roth Prop. 2.1); the midpoint where the noisy count is ≤ 0."""
     s = np.asarray(noisy_sum, dtype=np.float64)
@@ -413,7 +416,7 @@ def finish_mean(noisy_sum, noisy_count, lower: float, upper: float, step: float,
     return np.clip(mean, lower, upper)
 
 
-def mean_interval(noisy_sum, noisy_count, lower: float, upper: float, step: float, offset: int,
+def mean_interval(noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float, upper: float, step: float, offset: int,
                   sum_half_width: int, count_half_width: int) -> tuple[np.ndarray, np.ndarray]:
     """Interval of the mean from the boxes [Ŝ ± h_S] × [Ĉ ± h_C] (each at 1 − (1 − c)/2, so both hold with
     probability ≥ c): the range of offset + S/C over the box, clamped; [lower, upper] if C ≤ 0 fits."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import InvalidParameter
 from ..validation import delta as check_delta
@@ -45,7 +46,7 @@ class EpsDelta:
     epsilon: float
     delta: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", positive("epsilon", self.epsilon))
         object.__setattr__(self, "delta", check_delta(self.delta))
 
@@ -67,7 +68,7 @@ class ZCDP:
     rho: float
     delta: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "rho", positive("rho", self.rho))
         object.__setattr__(self, "delta", check_delta(self.delta))
 
@@ -104,7 +105,7 @@ def split_exact(budget: Budget, shares: list[float]) -> list:
     return [type(budget)(a, d) for a, d in parts]
 
 
-def make_budget(epsilon=None, delta=None, rho=None) -> Budget:
+def make_budget(epsilon: Any = None, delta: Any = None, rho: Any = None) -> Budget:
     """Build a budget from exactly one of `epsilon` / `rho`, plus `delta` ≥ MIN_DELTA (every entry point's
     check, before any data is read)."""
     if (epsilon is None) == (rho is None):

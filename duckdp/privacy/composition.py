@@ -22,6 +22,7 @@ rounded up, and Σ δ_j is exactly the novel-key share.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -40,7 +41,7 @@ class GaussianRounds(NamedTuple):
     novel_deltas: list[float]
 
 
-def _check_shares(shares, sensitivities) -> list[float]:
+def _check_shares(shares: Sequence[float], sensitivities: Sequence[float]) -> list[float]:
     shares = [float(s) for s in shares]
     if not shares or min(shares) <= 0 or not math.isclose(math.fsum(shares), 1.0, rel_tol=0, abs_tol=1e-12):
         raise InvalidParameter(f"round shares must be > 0 and sum to 1, got {shares!r}")
@@ -49,7 +50,8 @@ def _check_shares(shares, sensitivities) -> list[float]:
     return shares
 
 
-def gaussian_rounds(budget: Budget, shares, sensitivities=None) -> GaussianRounds:
+def gaussian_rounds(budget: Budget, shares: Sequence[float],
+                    sensitivities: Sequence[float] | None = None) -> GaussianRounds:
     """σ_j and δ_j of Gaussian rounds that together spend exactly `budget` (see the module docstring).
 
     `shares[j]` is round j's share of μ² (of ρ under zCDP) and of the novel-key δ; `sensitivities[j]`
