@@ -44,6 +44,7 @@ from .privacy.calibration import _up, laplace_scale
 from .privacy.events import ComposedEvent, PrivacyEvent, ZcdpEvent, budget_event
 from .release import Release, by_key
 from .rng import Randomness
+from .source import Source
 from .spark import is_spark_session
 from .validation import between, integer
 
@@ -194,7 +195,7 @@ class CountRelease(Release):
         return "\n".join(lines)
 
 
-def count_release(con, table, *, rho: float, delta: float, user_col: str = "user_id",
+def count_release(con: Any, table: Any, *, rho: float, delta: float, user_col: str = "user_id",
                   item_col: str | list[str] = "item", seed: int | None = None,
                   initial_epsilon: float = 5e-4, delta_per_call: float = 1e-11, kbar: int = 10_000,
                   relative_error: float = 0.1, accountant: Accountant | None = None) -> CountRelease:
@@ -226,7 +227,7 @@ def count_release(con, table, *, rho: float, delta: float, user_col: str = "user
 
         return spark_count_release(con, table, budget, params, randomness, user_col, item_col, on_plan)
 
-    def check_columns(source) -> None:
+    def check_columns(source: Source) -> None:
         check_output_names(source.key_names)
 
     with open_run(con, table, user_col, item_col, randomness, plan=[budget], on_plan=on_plan,
@@ -248,7 +249,8 @@ def check_output_names(key_names: Sequence[str]) -> None:
 
 def release_top_counts(top: pa.Table, key_cols: Sequence[str], key_names: Sequence[str], description: str,
                        budget: ZCDP, params: dict[str, Any], randomness: Randomness,
-                       sort_by: Callable[[pa.Table, list[str]], pa.Table], to_engine) -> CountRelease:
+                       sort_by: Callable[[pa.Table, list[str]], pa.Table],
+                       to_engine: Callable[[pa.Table], Any]) -> CountRelease:
     """Alg. 2 on the engine's k̄ + 1 largest counts (`top`, largest first) → the CountRelease.
 
     Shared by DuckDB and Spark: only the counts come from the engine; `sort_by(table, columns)` sorts

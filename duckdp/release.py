@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -13,8 +14,11 @@ from .privacy.composition import Spent, composition_lines
 from .privacy.events import PrivacyEvent
 from .templates import quote_ident
 
+if TYPE_CHECKING:
+    from .mechanisms.base import Round
 
-def _budget_str(r) -> str:
+
+def _budget_str(r: Round) -> str:
     """A round's budget; (ε, δ) rounds composed exactly show their μ_j and novel-key δ_j instead of the
     share of (ε, δ) they are charged (no guarantee of the round alone)."""
     b: Budget = r.budget
@@ -25,7 +29,7 @@ def _budget_str(r) -> str:
     return f"ε={b.epsilon:.4g} δ={b.delta:.3g}"
 
 
-def _composition(release) -> list[str]:
+def _composition(release: Release) -> list[str]:
     """The exact-composition lines of a release whose rounds all record μ_j (privacy/composition.py)."""
     if not release.rounds or any(r.mu is None for r in release.rounds):
         return []
@@ -33,7 +37,7 @@ def _composition(release) -> list[str]:
     return [f"  {'accounting' if i == 0 else '':<10}: {line}" for i, line in enumerate(lines)]
 
 
-def by_key(con, table: pa.Table, key_names: list[str]) -> duckdb.DuckDBPyRelation:
+def by_key(con: duckdb.DuckDBPyConnection, table: pa.Table, key_names: list[str]) -> duckdb.DuckDBPyRelation:
     """A DuckDB relation over a released Arrow table that lists its rows sorted by the key columns under
     any connection setting (with `preserve_insertion_order=false` a plain Arrow scan may reorder rows)."""
     return con.from_arrow(table).order(", ".join(quote_ident(k) for k in key_names))

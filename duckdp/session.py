@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -74,9 +74,9 @@ class Session:
     `con` may be a SparkSession (releases run on Spark); its ledger is then in memory.
     """
 
-    def __init__(self, con, *, epsilon: float | None = None, delta: float | None = None,
+    def __init__(self, con: Any, *, epsilon: float | None = None, delta: float | None = None,
                  rho: float | None = None, ledger_table: str | tuple | list | None = None,
-                 key: bytes | None = None, anchor: str | os.PathLike | bool | None = None, adopt: bool = False):
+                 key: bytes | None = None, anchor: str | os.PathLike | bool | None = None, adopt: bool = False) -> None:
         if not (isinstance(con, duckdb.DuckDBPyConnection) or is_spark_session(con)):
             raise InvalidParameter(f"con must be a duckdb connection or a SparkSession, got {type(con).__name__}")
         if ledger_table is not None and is_spark_session(con):
@@ -118,15 +118,15 @@ class Session:
         running totals, released key count (NULL if the call failed, with `error` saying why)."""
         return pa.Table.from_pylist(self._ledger.rows(), schema=_SCHEMA)
 
-    def select(self, table, *, algo: str, epsilon: float | None = None, delta: float | None = None,
-               rho: float | None = None, **kwargs) -> Release:
+    def select(self, table: Any, *, algo: str, epsilon: float | None = None, delta: float | None = None,
+               rho: float | None = None, **kwargs: Any) -> Release:
         """`duckdp.select` on the session's connection, charged to the session's budget."""
         if not isinstance(self.budget, EpsDelta) and epsilon is not None:
             raise UnsupportedEventError(REFUSE_EPS)
         return self._run(lambda: _select(self._con, table, algo=algo, epsilon=epsilon, delta=delta, rho=rho,
                                          accountant=self.accountant, **kwargs))
 
-    def count_release(self, table, *, rho: float, delta: float, **kwargs) -> CountRelease:
+    def count_release(self, table: Any, *, rho: float, delta: float, **kwargs: Any) -> CountRelease:
         """`duckdp.count_release` on the session's connection, charged to the session's budget."""
         return self._run(lambda: _count_release(self._con, table, rho=rho, delta=delta, accountant=self.accountant,
                                                 **kwargs))

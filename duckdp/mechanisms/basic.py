@@ -9,11 +9,11 @@ keyed-hash subsample); the weighted versions add 1/√|W̄| (ℓ2 sensitivity 1,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import ClassVar
 
 from ..privacy.budget import Budget, EpsDelta, split_exact
 from ..privacy.calibration import (
+    NoveltyBound,
     analytic_gaussian_sigma,
     constant_novelty,
     gaussian_threshold,
@@ -28,7 +28,7 @@ from .base import Mechanism, Round, RoundPlan, approx_budget
 
 
 def gaussian_round(budget: Budget, max_contributions: int, sensitivity: float = 1.0,
-                   novelty=weighted_l2_novelty) -> RoundPlan:
+                   novelty: NoveltyBound = weighted_l2_novelty) -> RoundPlan:
     """σ and T for one Gaussian weight-and-threshold round with ℓ2 sensitivity `sensitivity`.
 
     (ε, δ): σ from the analytic Gaussian at (ε, δ/2), T with δ/2 (Gopi et al. Thm 5.1 / B.2 / A.2).
@@ -45,8 +45,8 @@ def gaussian_round(budget: Budget, max_contributions: int, sensitivity: float = 
 
 
 def composed_gaussian_rounds(budget: Budget, shares: list[float], max_contributions: int,
-                             novelties: list[Callable] | None = None,
-                             sensitivities=None) -> list[RoundPlan]:
+                             novelties: list[NoveltyBound] | None = None,
+                             sensitivities: list[float] | None = None) -> list[RoundPlan]:
     """σ_j and T_j of Gaussian rounds composed exactly (privacy.composition.gaussian_rounds: jointly
     μ-GDP, Dong, Roth & Su 2022 Cor. 3.3; zCDP: additive ρ_j), with T_j at the round's novel-key δ_j
     and novel sensitivity `novelties[j]` (Gopi et al. Thm 5.1; DP-SIPS Alg. 2, Thm 13).
@@ -64,7 +64,7 @@ def composed_gaussian_rounds(budget: Budget, shares: list[float], max_contributi
 
 
 def laplace_round(budget: EpsDelta, max_contributions: int, sensitivity: float = 1.0,
-                  novelty=weighted_l1_novelty) -> RoundPlan:
+                  novelty: NoveltyBound = weighted_l1_novelty) -> RoundPlan:
     """λ = Δ1/ε and T = max_t [ρ(t) + λ log(1/(2(1−(1−δ)^{1/t})))] (Gopi et al. Thm 4.1 / B.1 / A.1)."""
     scale = laplace_scale(budget.epsilon, sensitivity)
     return RoundPlan(budget, "laplace", scale, laplace_threshold(scale, budget.delta, max_contributions, novelty),
