@@ -188,3 +188,32 @@ def test_internal_invariants_raise_internal_error():
     charged = [dataclasses.replace(p, scale=p.scale * 2) for p in plan]
     with pytest.raises(InternalError, match="privacy events changed"):
         ac.finish(choice, charged, lambda b, d: mech.plan(b, d, params))
+
+
+@pytest.mark.parametrize("name", ["Z", "E"])
+def test_ledger_written_before_the_accountant_reopens(con, name):
+    """tests/data/ledger_v1.json: rows and head written by the Session before the accountant (commit
+    759c3f3: a zCDP and an (ε, δ) ledger, each with a DP-SIPS and a count release). They verify, their
+    totals read back unchanged and new releases are charged on top."""
+    import datetime
+    import json
+    from pathlib import Path
+
+    from duckdp.ledger import COLUMNS, HEAD_COLUMNS
+
+    saved = json.loads((Path(__file__).parent / "data" / "ledger_v1.json").read_text())[name]
+    con.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in COLUMNS)})")
+    con.execute(f"CREATE TABLE {name}__duckdp_head ({', '.join(f'{c} {t}' for c, t in HEAD_COLUMNS)})")
+    for row in saved["rows"]:
+        row = row | {"time": datetime.datetime.fromisoformat(row["time"])}
+        con.execute(f"INSERT INTO {name} VALUES ({', '.join('$' + c for c, _ in COLUMNS)})", row)
+    con.execute(f"INSERT INTO {name}__duckdp_head VALUES ($ledger_id, $count, $chain, $mac)", saved["head"][0])
+    s = duckdp.Session(con, ledger_table=name, anchor=False, **saved["budget"])
+    assert [s.spent.value, s.spent.delta] == saved["spent"] and len(s.ledger) == 2
+    if name == "Z":
+        s.count_release("t", rho=0.1, delta=1e-6, seed=2)
+        assert s.spent.value == pytest.approx(saved["spent"][0] + 0.1, rel=1e-15)
+    else:
+        s.select("t", algo="dpsips", epsilon=0.1, delta=1e-6, max_contributions=2, seed=2)
+        assert s.spent.value > saved["spent"][0]
+    assert len(duckdp.Session(con, ledger_table=name, anchor=False, **saved["budget"]).ledger) == 3
