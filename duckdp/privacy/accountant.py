@@ -103,11 +103,14 @@ class LedgerEntry:
 
     @classmethod
     def from_row(cls, row: Row) -> LedgerEntry:
-        values: dict[str, Any] = {f.name: row.get(f.name) for f in fields(cls)}
+        values: dict[str, Any] = {name: row.get(name) for name in _ENTRY_FIELDS}
         return cls(**values)
 
     def as_row(self) -> Row:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _ENTRY_FIELDS}
+
+
+_ENTRY_FIELDS = tuple(f.name for f in fields(LedgerEntry))
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,24 @@ def _up(x: Fraction) -> float:
 def _down(x: Fraction) -> float:
     f = float(x)
     return f if Fraction(f) <= x else math.nextafter(f, -math.inf)
+
+
+# Exact sums of floats as integers in units of 2⁻¹⁰⁷⁴ (every finite double is a whole number of them):
+# the same exact arithmetic as Fraction, an order of magnitude faster for a filter's many small steps.
+_ULP_BITS = 1074
+_ONE = 1 << _ULP_BITS
+
+
+def _fixed(x: float) -> int:
+    """x exactly, in units of 2⁻¹⁰⁷⁴."""
+    n, d = x.as_integer_ratio()
+    return n << (_ULP_BITS - (d.bit_length() - 1))
+
+
+def _fixed_up(t: int) -> float:
+    """The float nearest above (or equal to) t·2⁻¹⁰⁷⁴ (int / int is correctly rounded)."""
+    f = t / _ONE
+    return f if _fixed(f) >= t else math.nextafter(f, math.inf)
 
 
 def budget_str(b: Budget) -> str:
@@ -229,7 +250,7 @@ class Accountant(ABC):
     def check(self, event: PrivacyEvent) -> bool:
         """Whether committing `event` now would succeed; changes nothing and raises nothing."""
         try:
-            return self._charge(self._ledger.rows(), event)[5]
+            return self._fits(self._ledger.rows(), event)
         except InvalidParameter:
             return False
 
@@ -283,6 +304,10 @@ class Accountant(ABC):
     @abstractmethod
     def _charge(self, rows: list[Row], event: PrivacyEvent) -> tuple[float, float, str, float, float, bool, str]:
         """(charge, charge δ, request text, spent, spent δ, fits, composed-need text) of `event` after `rows`."""
+
+    def _fits(self, rows: list[Row], event: PrivacyEvent) -> bool:
+        """Whether `event` fits after `rows` (UnsupportedEventError if it cannot be accounted)."""
+        return self._charge(rows, event)[5]
 
     @abstractmethod
     def _verify_totals(self, rows: list[Row]) -> None: ...
@@ -368,32 +393,43 @@ class ZcdpAccountant(Accountant):
 
     def __init__(self, budget: Budget, ledger: Ledger | None = None) -> None:
         super().__init__(budget, ledger)
-        self._sums: tuple[int, Fraction, Fraction] = (0, Fraction(0), Fraction(0))   # cache: rows counted, Σρ, Σδ
+        self._sums: tuple[int, int, int] = (0, 0, 0)        # cache: rows counted, Σρ, Σδ (exact, _fixed units)
+        self._limits = (_fixed(self.budget.rho), _fixed(self.budget.delta))
 
     @property
     def total(self) -> float:
         return self.budget.rho
 
-    def _totals(self, rows: list[Row]) -> tuple[Fraction, Fraction]:
+    def _totals(self, rows: list[Row]) -> tuple[int, int]:
         """Exact Σ charge and Σ charge δ of `rows` (cached: a filter commits many small steps)."""
         n, rho, delta = self._sums
         if n > len(rows):
-            n, rho, delta = 0, Fraction(0), Fraction(0)
-        rho += _exact([r["charge"] for r in rows[n:]])
-        delta += _exact([r["charge_delta"] for r in rows[n:]])
+            n, rho, delta = 0, 0, 0
+        for r in rows[n:]:
+            rho += _fixed(r["charge"])
+            delta += _fixed(r["charge_delta"])
         self._sums = (len(rows), rho, delta)
         return rho, delta
 
-    def _charge(self, rows: list[Row], event: PrivacyEvent) -> tuple[float, float, str, float, float, bool, str]:
+    def _decide(self, rows: list[Row], event: PrivacyEvent) -> tuple[float, float, int, int]:
+        """(charge ρ, charge δ) of `event`, each its parts' exact sum rounded up, and the exact totals with it."""
         parts = _shares(event)
         if any(kind != "rho" for kind, _, _ in parts):
             raise UnsupportedEventError(REFUSE_EPS)
-        charge, charge_delta = _up(_exact([a for _, a, _ in parts])), _up(_exact([d for _, _, d in parts]))
-        request = f"ρ={charge:.6g}, δ={charge_delta:.6g} (zCDP)"
+        charge = _fixed_up(sum(_fixed(a) for _, a, _ in parts))
+        charge_delta = _fixed_up(sum(_fixed(d) for _, _, d in parts))
         rho, delta = self._totals(rows)
-        total, total_delta = rho + Fraction(charge), delta + Fraction(charge_delta)
-        fits = total <= Fraction(self.total) and total_delta <= Fraction(self.budget.delta)
-        return charge, charge_delta, request, _up(total), _up(total_delta), fits, ""
+        return charge, charge_delta, rho + _fixed(charge), delta + _fixed(charge_delta)
+
+    def _fits(self, rows: list[Row], event: PrivacyEvent) -> bool:
+        _, _, total, total_delta = self._decide(rows, event)
+        return total <= self._limits[0] and total_delta <= self._limits[1]
+
+    def _charge(self, rows: list[Row], event: PrivacyEvent) -> tuple[float, float, str, float, float, bool, str]:
+        charge, charge_delta, total, total_delta = self._decide(rows, event)
+        fits = total <= self._limits[0] and total_delta <= self._limits[1]
+        request = f"ρ={charge:.6g}, δ={charge_delta:.6g} (zCDP)"
+        return charge, charge_delta, request, _fixed_up(total), _fixed_up(total_delta), fits, ""
 
     def _logged(self, event: PrivacyEvent) -> list[LoggedEvent]:
         out: list[LoggedEvent] = []
