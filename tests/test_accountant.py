@@ -5,6 +5,8 @@ pattern), one subclass per budget kind; plus `accountant=` on `select` and `coun
 """
 from __future__ import annotations
 
+import math
+
 import duckdb
 import pytest
 
@@ -217,3 +219,18 @@ def test_ledger_written_before_the_accountant_reopens(con, name):
         s.select("t", algo="dpsips", epsilon=0.1, delta=1e-6, max_contributions=2, seed=2)
         assert s.spent.value > saved["spent"][0]
     assert len(duckdp.Session(con, ledger_table=name, anchor=False, **saved["budget"]).ledger) == 3
+
+
+def test_fixed_point_sums_are_exact():
+    """The zCDP accountant's integer sums (units of 2⁻¹⁰⁷⁴) round up exactly like Fraction sums."""
+    import random
+    from fractions import Fraction
+
+    from duckdp.privacy.accountant import _fixed, _fixed_up
+
+    rng = random.Random(7)
+    for _ in range(5000):
+        xs = [rng.random() * 10.0 ** rng.randint(-320, 300) for _ in range(rng.randint(1, 6))] + [5e-324]
+        exact = sum(map(Fraction, xs), Fraction(0))
+        up = _fixed_up(sum(map(_fixed, xs)))
+        assert Fraction(up) >= exact and (up == 0 or Fraction(math.nextafter(up, -math.inf)) < exact)
