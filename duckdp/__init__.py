@@ -5,6 +5,7 @@ from .errors import BudgetExceeded, DataError, DuckDPError, InvalidParameter, Sc
 from .evaluate import Evaluation, evaluate
 from .explain import Explanation, explain
 from .macros import install_macros
+from .privacy.accountant import Accountant
 from .privacy.budget import ZCDP, EpsDelta
 from .release import Release, Spent
 from .session import LedgerError, Session
@@ -14,4 +15,4 @@ __version__ = "0.1.0"
 __all__ = ["select", "algorithms", "Release", "Spent", "EpsDelta", "ZCDP", "DuckDPError",
            "InvalidParameter", "SchemaError", "DataError", "BudgetExceeded", "__version__",
            "count_release", "CountRelease", "Session", "LedgerError", "install_macros",
-           "explain", "Explanation", "evaluate", "Evaluation"]
+           "explain", "Explanation", "evaluate", "Evaluation", "Accountant"]

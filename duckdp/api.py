@@ -4,13 +4,14 @@ from __future__ import annotations
 from . import mechanisms
 from .errors import InvalidParameter
 from .lifecycle import open_run
-from .mechanisms.base import Round
+from .mechanisms.base import Round, plan_event
 from .privacy import auto_contributions
+from .privacy.accountant import Accountant, nominal_spent, plan_hook
 from .privacy.budget import make_budget
-from .privacy.calibration import _check_max_contributions
 from .release import Release, Spent, by_key
 from .rng import Randomness
 from .spark import is_spark_session
+from .validation import max_contributions as check_max_contributions
 
 
 def algorithms() -> list[dict]:
@@ -21,7 +22,8 @@ def algorithms() -> list[dict]:
 def select(con, table, *, algo: str, epsilon: float | None = None, delta: float | None = None,
            rho: float | None = None, max_contributions: int | str = 100, user_col: str = "user_id",
            item_col: str | list[str] = "item", seed: int | None = None,
-           auto_share: float = auto_contributions.DEFAULT_SHARE, _on_plan=None, **algo_params) -> Release:
+           auto_share: float = auto_contributions.DEFAULT_SHARE, accountant: Accountant | None = None,
+           **algo_params) -> Release:
     """Release keys of `table` under user-level (ε, δ)-DP or δ-approximate ρ-zCDP.
 
     `table` is a table or view name, a DuckDBPyRelation, or any object DuckDB can register
@@ -30,8 +32,8 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     is only read. `seed` makes the release reproducible (for tests and demos; the release says it was seeded).
     `max_contributions="auto"` spends the share `auto_share` of the budget on a private choice of Δ0
     (duckdp/privacy/auto_contributions.py) and the rest on the mechanism; the Release reports both.
-    `_on_plan(plan, input)` (internal, for Session) runs once the input is resolved and before
-    any data is read; raising there aborts the release.
+    `accountant` (privacy/accountant.py; a Session passes its own) is charged the plan's privacy
+    event once the input is resolved and before any data is read; BudgetExceeded there aborts the release.
     """
     mech = mechanisms.get(algo)
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
@@ -45,7 +47,7 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     else:
         if isinstance(max_contributions, str):
             raise InvalidParameter(f"max_contributions must be an integer >= 1 or 'auto', got {max_contributions!r}")
-        max_contributions = _check_max_contributions(max_contributions)
+        max_contributions = check_max_contributions(max_contributions)
         if auto_share != auto_contributions.DEFAULT_SHARE:
             raise InvalidParameter("auto_share applies only with max_contributions='auto'")
     params = mech.check_params(algo_params)
@@ -60,6 +62,7 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     else:
         plan = charged = planner(budget, max_contributions)    # all σ and T before data is read
     randomness = Randomness(seed)
+    on_plan = plan_hook(accountant, mech.name, plan_event(charged))
 
     def prepare(stages):
         """(plan, run params, choice) once data may be read: the Δ0 estimate first where asked."""
@@ -73,10 +76,10 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
         from .spark.api import select as spark_select
 
         return spark_select(con, table, mech, budget, charged, params, prepare, randomness, user_col, item_col,
-                            _on_plan)
+                            on_plan)
 
     with open_run(con, table, user_col, item_col, randomness, plan=charged,
-                  on_plan=_on_plan) as stages:
+                  on_plan=on_plan) as stages:
         source = stages.ctx.source
         run_plan, run_params, choice = prepare(stages)
         table_out, rounds = mech.run(stages, run_plan, run_params)
@@ -89,7 +92,7 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
 
 def spent_of(rounds, choice) -> Spent:
     """The rounds' budgets and the Δ0 estimate's (last, so the exact partial sums of split budgets stay exact)."""
-    return Spent.of([r.budget for r in rounds] + ([choice.plan.budget] if choice is not None else []))
+    return nominal_spent(plan_event(rounds + ([choice.plan.round_plan()] if choice is not None else [])))
 
 
 def auto_params(choice) -> dict:

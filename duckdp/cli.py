@@ -31,9 +31,9 @@ from .explain import explain
 from .macros import macro_sql, write_macro_file
 from .mechanisms import get
 from .privacy.budget import EpsDelta, make_budget
-from .privacy.calibration import _check_max_contributions
 from .privacy.composition import zcdp_as_dp
 from .session import Session
+from .validation import max_contributions as check_max_contributions
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 _PARQUET = (".parquet", ".pq")
@@ -348,7 +348,7 @@ def _demo(args) -> int:
     # The request itself must be valid before any mechanism runs: a bad ε, δ or Δ0 is an error (exit 2),
     # not one "skipped" line per mechanism.
     make_budget(epsilon=args.epsilon, delta=args.delta, rho=None if args.epsilon is not None else args.rho)
-    _check_max_contributions(args.max_contributions)
+    check_max_contributions(args.max_contributions)
     con = duckdb.connect()
     try:
         progress("building the demo data")

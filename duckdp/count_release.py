@@ -26,7 +26,6 @@ reproducible under `seed`.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,14 +35,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .discrete import discrete_gaussian
-from .errors import InvalidParameter, SchemaError
+from .errors import InternalError, InvalidParameter, SchemaError
 from .lifecycle import open_run
-from .mechanisms.base import Round
+from .mechanisms.base import Round, RoundPlan
+from .privacy.accountant import Accountant, nominal_spent, plan_hook
 from .privacy.budget import ZCDP, make_budget
 from .privacy.calibration import _up, laplace_scale
-from .release import Release, Spent, by_key
+from .privacy.events import ComposedEvent, PrivacyEvent, ZcdpEvent, budget_event
+from .release import Release, by_key
 from .rng import Randomness
+from .source import Source
 from .spark import is_spark_session
+from .validation import between, integer
 
 CITATION = ("Rogers, Private Count Release (2024), Alg. 1–2, Thm 4–6; "
             "Unknown-Domain Gumbel: Durfee & Rogers, NeurIPS 2019")
@@ -88,24 +91,24 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
     counts = np.asarray(counts, dtype=np.int64)
     tag, bits = randomness.next_round(), randomness.stream()
     remaining = np.arange(counts.size, dtype=np.int64)
-    eps, rho_spent, delta_spent = initial_epsilon, 0.0, 0.0
+    eps = initial_epsilon
+    steps = Accountant.for_budget(budget)                         # the privacy filter's accountant
     log_rows: list[tuple] = []
     found: list[int] = []
     noisy: list[int] = []
     sigmas: list[float] = []
     call = 0
     # Privacy filter (Alg. 2 loop guard; Whitehouse et al. Thm 5): room for a Gumbel call and a count.
-    while rho_spent + eps * eps / 4 <= budget.rho and delta_spent + delta_per_call <= budget.delta:
+    while steps.check(ComposedEvent((ZcdpEvent(eps * eps / 8, delta_per_call), ZcdpEvent(eps * eps / 8, 0.0)))):
         beta = laplace_scale(eps)                                  # Thm 4: β = 1/ε, rounded up
         threshold = gumbel_threshold(eps, kbar, delta_per_call)
         g = gumbel_noise(randomness, tag, call, remaining)
-        rho_spent += eps * eps / 8                                 # Thm 4 (k = 1): ε²/8-zCDP, δ*
-        delta_spent += delta_per_call
+        step = steps.commit(ZcdpEvent(eps * eps / 8, delta_per_call), label="gumbel")   # Thm 4 (k = 1)
         scores = counts[remaining] + beta * g[:-1]
         best = int(np.argmax(scores)) if scores.size else -1
         hit = best >= 0 and scores[best] > threshold + next_count + beta * g[-1]   # Alg. 1
-        log_rows.append(("gumbel", eps, beta, threshold, eps * eps / 8, delta_per_call,
-                         len(found) if hit else None, rho_spent, delta_spent))
+        log_rows.append(("gumbel", eps, beta, threshold, step.charge, step.charge_delta,
+                         len(found) if hit else None, step.spent, step.spent_delta))
         if hit:
             sigma = count_sigma(eps, kbar, delta_per_call, relative_error)
             position = int(remaining[best])
@@ -113,9 +116,9 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
             noisy.append(int(counts[position]) + discrete_gaussian(bits, sigma))   # exact N_Z(0, σ²)
             sigmas.append(sigma)
             remaining = np.delete(remaining, best)
-            rho_spent += 0.5 / (sigma * sigma)                     # Thm 2; discrete: CKS20 Prop. 4
-            log_rows.append(("gaussian", eps, sigma, None, 0.5 / (sigma * sigma), 0.0, len(found) - 1,
-                             rho_spent, delta_spent))
+            step = steps.commit(ZcdpEvent(0.5 / (sigma * sigma), 0.0), label="gaussian")   # Thm 2; CKS20 Prop. 4
+            log_rows.append(("gaussian", eps, sigma, None, step.charge, step.charge_delta, len(found) - 1,
+                             step.spent, step.spent_delta))
         else:
             eps *= math.sqrt(2.0)                                  # Alg. 2: ε ← √2·ε after ⊥
         call += 1
@@ -151,9 +154,9 @@ def ledger_rounds(ledger: pa.Table) -> list[Round]:
         else:
             level["found"] += 1
             level["count_sigma"] = row["scale"]
-    return [Round(i, ZCDP(math.fsum(lv["rho"]), math.fsum(lv["delta"])), "gumbel", lv["beta"], lv["threshold"],
-                  lv["found"],
-                  {"epsilon": lv["epsilon"], "gumbel_calls": lv["calls"], "count_sigma": lv["count_sigma"]})
+    return [Round(i, RoundPlan(ZCDP(math.fsum(lv["rho"]), math.fsum(lv["delta"])), "gumbel", lv["beta"],
+                               lv["threshold"], {"epsilon": lv["epsilon"], "gumbel_calls": lv["calls"],
+                                                 "count_sigma": lv["count_sigma"]}), lv["found"])
             for i, lv in enumerate(levels)]
 
 
@@ -168,6 +171,11 @@ class CountRelease(Release):
     """
 
     ledger: pa.Table = field(kw_only=True, repr=False)
+
+    @property
+    def event(self) -> PrivacyEvent:
+        """The filter's guarantee (Rogers 2024 Thm 6): δ-approximate ρ-zCDP at the budget."""
+        return budget_event(self.budget)
 
     @property
     def ledger_rho(self) -> float:
@@ -187,51 +195,42 @@ class CountRelease(Release):
         return "\n".join(lines)
 
 
-def _check_real(name: str, value, low: float, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (low < float(value) < high):
-        raise InvalidParameter(f"{name} must be a number in ({low:g}, {high:g}), got {value!r}")
-    return float(value)
-
-
-def _check_kbar(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (1 <= int(value) <= _MAX_KBAR):
-        raise InvalidParameter(f"kbar must be an integer in [1, {_MAX_KBAR:,}], got {value!r}")
-    return int(value)
-
-
-def count_release(con, table, *, rho: float, delta: float, user_col: str = "user_id",
+def count_release(con: Any, table: Any, *, rho: float, delta: float, user_col: str = "user_id",
                   item_col: str | list[str] = "item", seed: int | None = None,
                   initial_epsilon: float = 5e-4, delta_per_call: float = 1e-11, kbar: int = 10_000,
-                  relative_error: float = 0.1, _on_plan=None) -> CountRelease:
+                  relative_error: float = 0.1, accountant: Accountant | None = None) -> CountRelease:
     """Release keys of `table` with noisy distinct-user counts under δ-approximate ρ-zCDP.
 
     Defaults are the paper's (Rogers §4): ε* = 0.0005, δ* = 1e-11, k̄ = 10,000, r = 0.1.
     `initial_epsilon` is ε* (the first Gumbel call's ε), `delta_per_call` is δ* (charged per
     Gumbel call), `kbar` is k̄ (keys cached and searched), `relative_error` is the target r of
     eq. (2). Alg. 2 needs ρ > ε*²/4 and δ > δ*. The input is only read; `seed` makes the release
-    reproducible (tests and demos; the release says it was seeded). `_on_plan(budgets, input)`
-    (internal, for Session) runs once the input is resolved and before any data is read.
+    reproducible (tests and demos; the release says it was seeded). `accountant`
+    (privacy/accountant.py; a Session passes its own) is charged the filter's guarantee ZcdpEvent(ρ, δ)
+    once the input is resolved and before any data is read.
     """
     budget = make_budget(rho=rho, delta=delta)
-    assert isinstance(budget, ZCDP)                               # rho= always builds a ZCDP budget
-    params: dict[str, Any] = {"initial_epsilon": _check_real("initial_epsilon", initial_epsilon, 0.0),
-              "delta_per_call": _check_real("delta_per_call", delta_per_call, 0.0, 1.0),
-              "kbar": _check_kbar(kbar),
-              "relative_error": _check_real("relative_error", relative_error, 0.0)}
+    if not (isinstance(budget, ZCDP)):
+        raise InternalError("invariant failed: rho= always builds a ZCDP budget")
+    params: dict[str, Any] = {"initial_epsilon": between("initial_epsilon", initial_epsilon, 0.0),
+              "delta_per_call": between("delta_per_call", delta_per_call, 0.0, 1.0),
+              "kbar": integer("kbar", kbar, 1, _MAX_KBAR),
+              "relative_error": between("relative_error", relative_error, 0.0)}
     if not budget.rho > params["initial_epsilon"] ** 2 / 4:
         raise InvalidParameter(f"rho={rho!r} must exceed initial_epsilon²/4 (Rogers Alg. 2)")
     if not budget.delta > params["delta_per_call"]:
         raise InvalidParameter(f"delta={delta!r} must exceed delta_per_call={delta_per_call!r} (Rogers Alg. 2)")
     randomness = Randomness(seed)
+    on_plan = plan_hook(accountant, "pcr", budget_event(budget))
     if is_spark_session(con):                                  # top counts by Spark, Alg. 2 the same
         from .spark.api import count_release as spark_count_release
 
-        return spark_count_release(con, table, budget, params, randomness, user_col, item_col, _on_plan)
+        return spark_count_release(con, table, budget, params, randomness, user_col, item_col, on_plan)
 
-    def check_columns(source) -> None:
+    def check_columns(source: Source) -> None:
         check_output_names(source.key_names)
 
-    with open_run(con, table, user_col, item_col, randomness, plan=[budget], on_plan=_on_plan,
+    with open_run(con, table, user_col, item_col, randomness, plan=[budget], on_plan=on_plan,
                   check_source=check_columns) as stages:
         source = stages.ctx.source
         top = stages.top_counts(int(params["kbar"]) + 1)
@@ -250,7 +249,8 @@ def check_output_names(key_names: Sequence[str]) -> None:
 
 def release_top_counts(top: pa.Table, key_cols: Sequence[str], key_names: Sequence[str], description: str,
                        budget: ZCDP, params: dict[str, Any], randomness: Randomness,
-                       sort_by: Callable[[pa.Table, list[str]], pa.Table], to_engine) -> CountRelease:
+                       sort_by: Callable[[pa.Table, list[str]], pa.Table],
+                       to_engine: Callable[[pa.Table], Any]) -> CountRelease:
     """Alg. 2 on the engine's k̄ + 1 largest counts (`top`, largest first) → the CountRelease.
 
     Shared by DuckDB and Spark: only the counts come from the engine; `sort_by(table, columns)` sorts
@@ -275,6 +275,7 @@ def release_top_counts(top: pa.Table, key_cols: Sequence[str], key_names: Sequen
     ledger = result.ledger.set_column(result.ledger.schema.get_field_index("item"), "item",
                                       pc.take(pa.array(row, pa.int64()), result.ledger.column("item")))
     return CountRelease(items=to_engine(items), algo="pcr", citation=CITATION, budget=budget,
-                        spent=Spent.of([budget]), rounds=ledger_rounds(ledger), seeded=randomness.seeded,
+                        spent=nominal_spent(budget_event(budget)), rounds=ledger_rounds(ledger),
+                        seeded=randomness.seeded,
                         max_contributions=None, params=params, input=description,
                         key_names=list(key_names), _table=items, ledger=ledger)

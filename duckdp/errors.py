@@ -23,3 +23,11 @@ class BudgetExceeded(DuckDPError):
 
 class LedgerError(DataError):
     """A persisted ledger is inconsistent, tampered with, or belongs to a different budget."""
+
+
+class UnsupportedEventError(InvalidParameter):
+    """An accountant cannot account this privacy event (e.g. an (ε, δ)-DP release against a zCDP budget)."""
+
+
+class InternalError(DuckDPError, RuntimeError):
+    """An internal invariant of duckdp failed: a bug, never the caller's input."""

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import ArrayLike
 
 from . import mechanisms
 from .errors import InvalidParameter
 from .privacy.budget import Budget, make_budget
-from .privacy.calibration import _check_max_contributions
 from .privacy.composition import composition_lines
 from .validation import integer
+from .validation import max_contributions as check_max_contributions
+
+if TYPE_CHECKING:
+    from .mechanisms.base import Mechanism, RoundPlan
+    from .release import Release
 
 TARGETS = (0.5, 0.95)
 _MAX_USERS = 10**15      # beyond this a key is treated as never reaching the target
@@ -71,7 +77,7 @@ class Explanation:
     _overall_probability: Callable | None = field(default=None, repr=False)
     composition: list[str] = field(default_factory=list)    # how Gaussian rounds compose (μ, σ_j, conversion)
 
-    def release_probability(self, n_users, keys_per_user: int, round: int | None = None) -> np.ndarray:
+    def release_probability(self, n_users: ArrayLike, keys_per_user: int, round: int | None = None) -> np.ndarray:
         """P(release) (a lower bound where the round's kind is "bound") for a key held by `n_users`
         users with ≤ `keys_per_user` keys each; `round=None` is the whole release where defined."""
         fn = self._overall_probability if round is None else self.rounds[round].probability
@@ -159,7 +165,8 @@ def default_holdings(max_contributions: int) -> list[int]:
     return ks + [max_contributions]
 
 
-def _users(probability, holdings: list[int], exponent: float) -> list[UsersNeeded]:
+def _users(probability: Callable[[np.ndarray, int], np.ndarray], holdings: list[int],
+           exponent: float) -> list[UsersNeeded]:
     rows = []
     for k in holdings:
         def at_k(n: np.ndarray, k: int = k) -> np.ndarray:
@@ -170,8 +177,8 @@ def _users(probability, holdings: list[int], exponent: float) -> list[UsersNeede
     return rows
 
 
-def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, holdings: list[int],
-                  plans=None) -> Explanation:
+def _explain_plan(mech: Mechanism, budget: Budget, max_contributions: int, params: dict, holdings: list[int],
+                  plans: list[RoundPlan] | None = None) -> Explanation:
     """Tabulate `mech`'s own per-round guarantees for `plans` (default: a fresh data-free plan)."""
     plans = mech.plan(budget, max_contributions, params) if plans is None else plans
     exponent = mech.exponent or 0.0
@@ -191,13 +198,13 @@ def _explain_plan(mech, budget: Budget, max_contributions: int, params: dict, ho
                      "holds a given key with probability Δ0/k")
     if mech.unproven:
         notes.append("caution: " + mech.unproven)
-    composition = (composition_lines(budget, [p.scale for p in plans], [p.mu for p in plans])
-                   if all(p.mu is not None for p in plans) else [])
+    mus = [p.mu for p in plans if p.mu is not None]
+    composition = composition_lines(budget, [p.scale for p in plans], mus) if len(mus) == len(plans) else []
     return Explanation(mech.name, mech.citation, budget, max_contributions, dict(params), rounds, overall, notes,
                        overall_fn, composition)
 
 
-def _check_holdings(keys_per_user, max_contributions: int) -> list[int]:
+def _check_holdings(keys_per_user: object, max_contributions: int) -> list[int]:
     """k values must be integers in [1, Δ0]: above Δ0 truncation makes a key's presence random."""
     values = [] if isinstance(keys_per_user, (str, bytes)) or not isinstance(keys_per_user, Iterable) \
         else list(keys_per_user)
@@ -208,7 +215,7 @@ def _check_holdings(keys_per_user, max_contributions: int) -> list[int]:
 
 
 def explain(algo: str, *, epsilon: float | None = None, rho: float | None = None, delta: float | None = None,
-            max_contributions: int = 100, keys_per_user: list[int] | None = None, **algo_params) -> Explanation:
+            max_contributions: int = 100, keys_per_user: list[int] | None = None, **algo_params: Any) -> Explanation:
     """Explain, without data, what a key needs to be released by `algo` at this budget and Δ0.
 
     `keys_per_user` lists the k values of the users table (default 1, 2, 5, … up to Δ0).
@@ -216,7 +223,7 @@ def explain(algo: str, *, epsilon: float | None = None, rho: float | None = None
     mech = mechanisms.get(algo)
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech.check_budget(budget)
-    max_contributions = _check_max_contributions(max_contributions)
+    max_contributions = check_max_contributions(max_contributions)
     # Explaining runs nothing, so mechanisms kept only as baselines are explained too (with their caution).
     params = mech.check_params(algo_params | {"allow_unproven": True} if mech.unproven else algo_params)
     holdings = default_holdings(max_contributions) if keys_per_user is None else _check_holdings(keys_per_user,
@@ -224,13 +231,13 @@ def explain(algo: str, *, epsilon: float | None = None, rho: float | None = None
     return _explain_plan(mech, budget, max_contributions, params, holdings)
 
 
-def release_section(release) -> list[str]:
+def release_section(release: Release) -> list[str]:
     """The lines `Release.report()` appends (none for entry points outside the registry)."""
     found = explain_release(release)
     return ["", *found.lines()] if found is not None else []
 
 
-def explain_release(release) -> Explanation | None:
+def explain_release(release: Release) -> Explanation | None:
     """The explanation of a finished `Release` for k = 1, 10, Δ0 (None outside the registry, e.g. count release)."""
     mech = mechanisms.MECHANISMS.get(release.algo)
     if mech is None or release.max_contributions is None or not release.plan:

@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import duckdb
 
-from .errors import InvalidParameter, LedgerError
+from .errors import InternalError, InvalidParameter, LedgerError
 from .ledger_guard import Anchor, GuardFile, default_path
 from .templates import quote_ident
 
@@ -70,7 +70,7 @@ def chain_of(key: bytes | None, previous: str, row: Row) -> str:
 class MemoryLedger:
     """Rows in memory for a session without `ledger_table`; appends are serialised by a lock."""
 
-    def __init__(self, key: bytes | None = None):
+    def __init__(self, key: bytes | None = None) -> None:
         self._rows: list[Row] = []
         self._key = key
         self._lock = threading.Lock()
@@ -93,7 +93,7 @@ class MemoryLedger:
             self._rows[seq].update(released=released, error=error)
 
 
-def table_parts(name) -> list[str]:
+def table_parts(name: object) -> list[str]:
     parts = [name] if isinstance(name, str) else list(name) if isinstance(name, (tuple, list)) else None
     if not parts or len(parts) > 3 or not all(isinstance(p, str) and p and "\x00" not in p for p in parts):
         raise InvalidParameter("ledger_table must be a table name or a (schema, table) / "
@@ -110,7 +110,7 @@ class TableLedger:
     (or whose guard records another ledger) after verifying what can be verified, and writes its guard.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, name, *, check: Callable[[list], None],
+    def __init__(self, con: duckdb.DuckDBPyConnection, name: object, *, check: Callable[[list], None],
                  key: bytes | None = None, anchor: str | os.PathLike | bool | None = None, adopt: bool = False):
         parts = table_parts(name)
         self._table = ".".join(quote_ident(p) for p in parts)
@@ -243,7 +243,8 @@ class TableLedger:
     def _anchor_of(self, head: Row, guard: Anchor | None, adopt: bool) -> Anchor | None:
         """The anchor an existing ledger must extend: its guard's; without one (or with one recording another
         ledger) a LedgerError, or with `adopt` the guard of this ledger found elsewhere (a moved database)."""
-        assert self._guard is not None
+        if self._guard is None:
+            raise InternalError("invariant failed: a guarded ledger has its guard")
         if guard is not None and guard.ledger_id == head["ledger_id"]:
             return guard
         if not adopt:
@@ -329,7 +330,7 @@ class TableLedger:
             pass
 
     # -- verification -----------------------------------------------------------------------------
-    def _columns(self, table: str, expected) -> None:
+    def _columns(self, table: str, expected: tuple[tuple[str, str], ...]) -> None:
         head = self._cur.sql(f"SELECT * FROM {table} LIMIT 0")
         found = list(zip(head.columns, map(str, head.types), strict=True))
         if found != list(expected):
@@ -396,6 +397,7 @@ class TableLedger:
 
     def _store(self, ledger_id: str, count: int, chain: str) -> None:
         """Write the guard (under its lock): this ledger's key if the guard holds it, and its last head."""
-        assert self._guard is not None
+        if self._guard is None:
+            raise InternalError("invariant failed: a guarded ledger has its guard")
         self._guard.write(Anchor(ledger_id, count, chain, self._guard_key), database=self._database,
                           table=self._label)

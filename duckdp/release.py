@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import duckdb
 import pyarrow as pa
@@ -10,10 +11,14 @@ from .explain import release_section
 from .privacy.auto_contributions import AutoChoice
 from .privacy.budget import ZCDP, Budget
 from .privacy.composition import Spent, composition_lines
+from .privacy.events import PrivacyEvent
 from .templates import quote_ident
 
+if TYPE_CHECKING:
+    from .mechanisms.base import Round
 
-def _budget_str(r) -> str:
+
+def _budget_str(r: Round) -> str:
     """A round's budget; (ε, δ) rounds composed exactly show their μ_j and novel-key δ_j instead of the
     share of (ε, δ) they are charged (no guarantee of the round alone)."""
     b: Budget = r.budget
@@ -24,7 +29,7 @@ def _budget_str(r) -> str:
     return f"ε={b.epsilon:.4g} δ={b.delta:.3g}"
 
 
-def _composition(release) -> list[str]:
+def _composition(release: Release) -> list[str]:
     """The exact-composition lines of a release whose rounds all record μ_j (privacy/composition.py)."""
     if not release.rounds or any(r.mu is None for r in release.rounds):
         return []
@@ -32,7 +37,7 @@ def _composition(release) -> list[str]:
     return [f"  {'accounting' if i == 0 else '':<10}: {line}" for i, line in enumerate(lines)]
 
 
-def by_key(con, table: pa.Table, key_names: list[str]) -> duckdb.DuckDBPyRelation:
+def by_key(con: duckdb.DuckDBPyConnection, table: pa.Table, key_names: list[str]) -> duckdb.DuckDBPyRelation:
     """A DuckDB relation over a released Arrow table that lists its rows sorted by the key columns under
     any connection setting (with `preserve_insertion_order=false` a plain Arrow scan may reorder rows)."""
     return con.from_arrow(table).order(", ".join(quote_ident(k) for k in key_names))
@@ -67,6 +72,13 @@ class Release:
     def __post_init__(self) -> None:
         if self._table is not None:     # one chunk: the engine's batching can reflect keys it scanned
             self._table = self._table.combine_chunks()
+
+    @property
+    def event(self) -> PrivacyEvent:
+        """The privacy event of the release (privacy/events.py): the Δ0 estimate, then every round."""
+        from .mechanisms.base import plan_event
+        rounds = ([self.auto.plan.round_plan()] if self.auto is not None else []) + list(self.rounds)
+        return plan_event(rounds)
 
     def to_arrow(self) -> pa.Table:
         """The released keys as a pyarrow Table, sorted by the key columns, in one chunk."""

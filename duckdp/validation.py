@@ -1,5 +1,5 @@
-"""One rule for every numeric parameter: a real number (int, float, numpy number, Fraction, Decimal),
-never a boolean or a string, checked before anything runs.
+"""Every input check, in one place. One rule for every numeric parameter: a real number (int, float,
+numpy number, Fraction, Decimal), never a boolean or a string, checked before anything runs.
 
 Python's `float()` turns `True` into 1.0 and `"1e-6"` into 1e-6, so a typo or a CLI string would
 silently become a privacy budget; refusing them everywhere keeps the API predictable.
@@ -9,28 +9,57 @@ from __future__ import annotations
 import decimal
 import math
 import numbers
+import os
 
 import numpy as np
 
 from .errors import InvalidParameter
 
+# Largest Δ0 accepted: far beyond any real per-user key count, exact as a float, and planned by
+# `max_over_k` (privacy/calibration.py) in well under a second (2⁵³ would take seconds: float noise terms
+# flatten there).
+MAX_CONTRIBUTIONS = 10**15
 
-def _is_real(value) -> bool:
+
+def _is_real(value: object) -> bool:
     return (isinstance(value, (numbers.Real, decimal.Decimal))
             and not isinstance(value, (bool, np.bool_)))
 
 
-def real(name: str, value) -> float:
+def real(name: str, value: object) -> float:
     """`value` as a finite float; booleans, strings and non-numbers are refused."""
     if not _is_real(value):
         raise InvalidParameter(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    v = float(value)
+    v = float(value)  # type: ignore[arg-type]   # a numbers.Real or Decimal (checked above)
     if not math.isfinite(v):
         raise InvalidParameter(f"{name} must be a finite number, got {value!r}")
     return v
 
 
-def integer(name: str, value, low: int, high: int | None = None) -> int:
+def positive(name: str, value: object) -> float:
+    """A finite float > 0 (ε, ρ, a ratio)."""
+    v = real(name, value)
+    if v <= 0:
+        raise InvalidParameter(f"{name} must be a finite number > 0, got {value!r}")
+    return v
+
+
+def delta(value: object, name: str = "delta") -> float:
+    """A δ: a float in (0, 1)."""
+    v = real(name, value)
+    if not (0.0 < v < 1.0):
+        raise InvalidParameter(f"{name} must be in (0, 1), got {value!r}")
+    return v
+
+
+def between(name: str, value: object, low: float, high: float = math.inf) -> float:
+    """A float in the open interval (low, high)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not (low < float(value) < high):
+        raise InvalidParameter(f"{name} must be a number in ({low:g}, {high:g}), got {value!r}")
+    return float(value)
+
+
+def integer(name: str, value: object, low: int, high: int | None = None) -> int:
     """`value` as an int in [low, high]; booleans, strings, floats and non-numbers are refused."""
     bounds = f">= {low:,}" + (f" and <= {high:,}" if high is not None else "")
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
@@ -41,7 +70,33 @@ def integer(name: str, value, low: int, high: int | None = None) -> int:
     return v
 
 
-def seed(value) -> int | None:
+def max_contributions(value: object) -> int:
+    """Δ0: an integer in [1, MAX_CONTRIBUTIONS]."""
+    return integer("max_contributions", value, 1, MAX_CONTRIBUTIONS)
+
+
+def ledger_key(value: object) -> bytes | None:
+    """A Session's chain key: None, or bytes of length ≥ 16 kept by the owner."""
+    if value is not None and (not isinstance(value, bytes) or len(value) < 16):
+        raise InvalidParameter("key must be bytes of length >= 16 (e.g. os.urandom(32)), kept by the owner")
+    return value
+
+
+def anchor(value: object) -> str | os.PathLike[str] | bool | None:
+    """A ledger guard location: None (the default), a file path, or False (no guard file)."""
+    if value is not None and value is not False and not isinstance(value, (str, os.PathLike)):
+        raise InvalidParameter(f"anchor must be a file path or False (no guard file), got {value!r}")
+    return value
+
+
+def flag(name: str, value: object) -> bool:
+    """True or False, nothing else (no truthy strings or numbers)."""
+    if not isinstance(value, bool):
+        raise InvalidParameter(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def seed(value: object) -> int | None:
     """A reproducibility seed: None (fresh secure randomness) or an integer in [0, 2¹²⁷) (the PRF key is
     derived from its 128-bit encoding, duckdp/prf.py)."""
     if value is None:

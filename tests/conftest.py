@@ -1,6 +1,7 @@
 """Shared fixtures: connections, small deterministic tables, and leak checks."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import duckdb
@@ -69,10 +70,7 @@ def halve_thresholds(monkeypatch, algo: str) -> None:
     original = type(mech).plan
 
     def halved(self, *args):
-        plans = original(self, *args)
-        for p in plans:
-            p.threshold /= 2
-        return plans
+        return [dataclasses.replace(p, threshold=p.threshold / 2) for p in original(self, *args)]
     monkeypatch.setattr(type(mech), "plan", halved)
 
 

@@ -22,6 +22,7 @@ Budgets: A uses (ε, δ) = (1, 0.2) so that δ-sized probabilities are measurabl
 trials; B and C use (2, 0.01), where a doubled weight on an existing key stands far above δ. The
 calibration code is the same at every δ.
 """
+import dataclasses
 import math
 from collections import defaultdict
 
@@ -63,24 +64,27 @@ def claimed(algo: str, kw: dict, d0: int) -> Spent:
 
 # -- broken variants ---------------------------------------------------------------------------------
 def halved_threshold(plans):
+    out = []
     for p in plans:
-        p.threshold /= 2
-        if hasattr(p.extra, "per_key_delta"):   # truncated geometric keeps by π(n), not by T: double π's δ
-            p.extra.per_key_delta *= 2
-    return plans
+        extra = p.extra
+        if hasattr(extra, "per_key_delta"):     # truncated geometric keeps by π(n), not by T: double π's δ
+            extra = dataclasses.replace(extra, per_key_delta=extra.per_key_delta * 2)
+        out.append(dataclasses.replace(p, threshold=p.threshold / 2, extra=extra))
+    return out
 
 
 def doubled_weight(plans):
     """w + σZ ≥ T with σ, T and every weight-unit threshold halved ⇔ 2w + σZ ≥ T."""
+    out = []
     for p in plans:
-        p.scale /= 2
-        p.threshold /= 2
-        for k in LENGTHS:
-            if getattr(p.extra, k, None) is not None:
-                setattr(p.extra, k, getattr(p.extra, k) / 2)
-        if hasattr(p.extra, "per_key_epsilon"):   # truncated geometric: a doubled count ⇔ π at 2ε per step
-            p.extra.per_key_epsilon *= 2
-    return plans
+        extra = p.extra
+        if extra is not None and not isinstance(extra, dict):
+            halved = {k: getattr(extra, k) / 2 for k in LENGTHS if getattr(extra, k, None) is not None}
+            if hasattr(extra, "per_key_epsilon"):   # truncated geometric: a doubled count ⇔ π at 2ε per step
+                halved["per_key_epsilon"] = extra.per_key_epsilon * 2
+            extra = dataclasses.replace(extra, **halved)
+        out.append(dataclasses.replace(p, scale=p.scale / 2, threshold=p.threshold / 2, extra=extra))
+    return out
 
 
 def break_plan(monkeypatch, algo, how):

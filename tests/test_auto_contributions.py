@@ -15,10 +15,13 @@ from duckdp.cli import main as cli_main
 from duckdp.errors import InvalidParameter
 from duckdp.lifecycle import open_run
 from duckdp.mechanisms import get
+from duckdp.mechanisms.base import plan_event
 from duckdp.prf import PRFKey
 from duckdp.privacy import accounting
 from duckdp.privacy import auto_contributions as ac
+from duckdp.privacy.accountant import curves
 from duckdp.privacy.budget import ZCDP, EpsDelta
+from duckdp.privacy.events import GaussianEvent, _ratio_up
 from duckdp.release import Spent
 from duckdp.rng import Randomness
 from duckdp.stages.duckdb import DuckDBStages
@@ -143,12 +146,12 @@ def test_split_never_exceeds_the_request(algo):
                 assert sum(map(Fraction, (b.epsilon for b in budgets))) <= Fraction(budget.epsilon)
                 assert sum(map(Fraction, (b.delta for b in budgets))) <= Fraction(budget.delta)
                 assert spent.epsilon <= budget.epsilon and spent.delta <= budget.delta
-                events = accounting.events_of(charged)
+                events = curves(plan_event(charged))
                 assert accounting.composed_delta(events, budget.epsilon) <= budget.delta, (budget, share)
                 assert accounting.composed_epsilon(events, budget.delta) <= budget.epsilon
             # the estimate gets about its share, never much more
             if auto.composition == "gdp":
-                mus = [e.value for e in accounting.events_of(charged)]
+                mus = [e.mu for e in curves(plan_event(charged))]
                 assert mus[0] ** 2 / math.fsum(m * m for m in mus) <= share * (1 + 1e-6)
 
 
@@ -219,7 +222,7 @@ def test_session_charges_the_whole(data):
     r = s.select("t", algo="dpsips", rho=0.5, delta=5e-5, max_contributions="auto", seed=2)
     assert s.spent.value == 0.5 and s.spent.delta == 5e-5
     events = s.events
-    assert events[0] == accounting.Event("gaussian", accounting._ratio_up(1.0, r.auto.plan.sigma), 0.0)
+    assert events[0] == GaussianEvent(_ratio_up(1.0, r.auto.plan.sigma), 0.0)
     assert len(events) == 1 + len(r.rounds)
     e = duckdp.Session(data, epsilon=2.0, delta=1e-5)
     e.select("t", algo="adaptive_sips", epsilon=2.0, delta=1e-5, max_contributions="auto", seed=2)

@@ -124,20 +124,21 @@ def test_a_release_at_the_whole_session_budget_fits(t, algo):
 
 
 def test_events_of_releases_and_plans(t):
-    from duckdp.privacy.accounting import Event, events_of
+    from duckdp.privacy.accountant import curves
+    from duckdp.privacy.events import DpEvent, GaussianEvent
 
     wg = duckdp.select(t, "t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
-    (e,) = events_of(wg)
-    assert (e.kind, e.delta) == ("gaussian", 1e-6) and Fraction(e.value) >= 1 / Fraction(wg.rounds[0].sigma)
-    assert e.value == pytest.approx(1 / wg.rounds[0].sigma, rel=1e-15)
+    (e,) = curves(wg.event)
+    assert isinstance(e, GaussianEvent) and e.novel_delta == 1e-6 and Fraction(e.mu) >= 1 / Fraction(wg.rounds[0].sigma)
+    assert e.mu == pytest.approx(1 / wg.rounds[0].sigma, rel=1e-15)
     cg = duckdp.select(t, "t", algo="count_gaussian", epsilon=1.0, delta=1e-6, max_contributions=4, seed=1)
-    (e,) = events_of(cg)
-    assert e.value == pytest.approx(2 / cg.rounds[0].sigma, rel=1e-15) and e.delta == 5e-7     # √Δ0 / σ
+    (e,) = curves(cg.event)
+    assert e.mu == pytest.approx(2 / cg.rounds[0].sigma, rel=1e-15) and e.novel_delta == 5e-7     # √Δ0 / σ
     tg = duckdp.select(t, "t", algo="truncated_geometric", epsilon=1.0, delta=1e-6, max_contributions=2, seed=1)
-    assert events_of(tg) == [Event("dp", 1.0, 1e-6)]
+    assert curves(tg.event) == [DpEvent(1.0, 1e-6)]
     cr = duckdp.count_release(t, "t", rho=0.05, delta=1e-6, seed=1)
-    (e,) = events_of(cr)
-    assert (e.kind, e.value, e.delta) == ("dp", cr.spent.epsilon, cr.spent.delta)    # filter's (ρ, δ), Cor. 9
+    (e,) = curves(cr.event)
+    assert e == DpEvent(cr.spent.epsilon, cr.spent.delta)    # filter's (ρ, δ), Cor. 9
 
 
 def test_count_release_in_an_eps_session_is_a_generic_event(t):
@@ -176,7 +177,8 @@ def test_persisted_events_reload(db_file):
         events, spent = s.events, s.spent
     with duckdb.connect(db_file) as con:
         s = Session(con, epsilon=1.0, delta=1e-5, ledger_table="L")
-        assert s.events == events and s.spent == spent and [e.kind for e in events] == ["laplace"] + ["gaussian"] * 3
+        kinds = [type(e).__name__ for e in events]
+        assert s.events == events and s.spent == spent and kinds == ["LaplaceEvent"] + ["GaussianEvent"] * 3
         with pytest.raises(LedgerError, match="different total budget"):
             Session(con, epsilon=2.0, delta=1e-5, ledger_table="L")
 

@@ -45,12 +45,14 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidParameter
-from ..privacy.budget import split_exact
+from ..privacy.budget import Budget, split_exact
 from ..privacy.calibration import capped_l2_novelty, gaussian_threshold
 from ..privacy.composition import gaussian_rounds
 from ..privacy.mad import check_beta_min
@@ -59,15 +61,15 @@ from .dpsips import _check_iterations, _check_ratio, round_shares
 from .guarantee import RoundGuarantee, noise_probability, weighting_text
 
 
-def _check_z(name: str):
-    def check(value) -> float:
+def _check_z(name: str) -> Callable[[Any], float]:
+    def check(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
             raise InvalidParameter(f"{name} must be a finite number (in units of the round's σ), got {value!r}")
         return float(value)
     return check
 
 
-@dataclass
+@dataclass(frozen=True)
 class AdaptiveRound:
     """An adaptive SIPS round's share of the budget and its cap c (novel sensitivity c/√k)."""
 
@@ -80,7 +82,7 @@ def round_caps(iterations: int, beta_min: float) -> list[float]:
     return [1.0] + [1.0 / beta_min] * (iterations - 1)
 
 
-def round_plans(budget, max_contributions: int, shares: list[float], caps: list[float]) -> list[RoundPlan]:
+def round_plans(budget: Budget, max_contributions: int, shares: list[float], caps: list[float]) -> list[RoundPlan]:
     """σ_j from the exact composition of the Gaussian rounds (privacy.composition.gaussian_rounds:
     zCDP σ_j = 1/√(2ρ_j), Bun & Steinke Prop. 1.6; (ε, δ): jointly μ-GDP, Dong, Roth & Su 2022
     Cor. 3.3, μ at (ε, δ/2)); T_j = max_k [c_j/√k + σ_j Φ⁻¹((1−δ_j)^{1/k})] with the round's novel-key
@@ -122,13 +124,13 @@ class AdaptiveSIPS(Mechanism):
 
     exponent = 0.5
 
-    def check_params(self, given):
+    def check_params(self, given: dict) -> dict:
         params = super().check_params(given)
         if params["a_drop"] > params["a_full"]:
             raise InvalidParameter(f"a_drop={params['a_drop']:g} must not exceed a_full={params['a_full']:g}")
         return params
 
-    def explain_round(self, index, plan, params):
+    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
         """Round 0 is Weighted Gaussian (a bound); later rounds drop keys and lower levels from earlier
         noisy weights, so their numbers (a key at level 1 gets ≥ 1/√k from each holder) are a reference."""
         probability = noise_probability(plan.noise, plan.scale, plan.threshold, 0.5)
@@ -139,13 +141,13 @@ class AdaptiveSIPS(Mechanism):
             f"β_min = {params['beta_min']:g}: no bound; T uses the cap c = {plan.extra.cap:g} "
             f"(novel sensitivity c/√k)"])
 
-    def explain_overall(self, rounds):
+    def explain_overall(self, rounds: list[RoundGuarantee]) -> tuple[Callable | None, list[str]]:
         if len(rounds) == 1:
             return rounds[0].probability, []
         return rounds[0].probability, [("guarantee from round 0 alone (the whole release is at least as likely); "
                                        "later rounds usually release most keys, near the reference numbers")]
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         shares = round_shares(params["iterations"], params["ratio"])
         caps = round_caps(params["iterations"], params["beta_min"])
         return round_plans(budget, max_contributions, shares, caps)

@@ -1,17 +1,17 @@
 """The mechanism interface: declared parameters, a data-free plan, and a run over SQL."""
 from __future__ import annotations
 
-import copy
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from ..errors import InvalidParameter
+from ..errors import InternalError, InvalidParameter
 from ..privacy.budget import ZCDP, Budget, EpsDelta
+from ..privacy.events import CalibratedEvent, ComposedEvent, round_event
 from .guarantee import RoundGuarantee, basic_bound
 
 
@@ -25,7 +25,7 @@ class Param:
     check: Callable[[Any], Any] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class RoundPlan:
     """What one round will do, fixed before any data is read.
 
@@ -36,7 +36,7 @@ class RoundPlan:
     is the δ the threshold spends on novel keys (None: the round's whole δ, the safe bound); `mu` is
     μ_j = sensitivity/σ where the round belongs to Gaussian rounds composed exactly
     (privacy/composition.gaussian_rounds; None otherwise), its `budget` then a share of the request.
-    Session accounting (privacy/accounting.py) composes rounds from these fields.
+    `event` is the round's privacy event (privacy/events.py), what accountants compose.
     """
 
     budget: Budget
@@ -48,32 +48,78 @@ class RoundPlan:
     novel_delta: float | None = None
     mu: float | None = None
 
+    @property
+    def event(self) -> CalibratedEvent:
+        return round_event(self.budget, self.noise, self.scale, self.sensitivity, self.novel_delta)
 
-@dataclass
+
+@dataclass(frozen=True)
 class Round:
-    """One executed round as reported in `Release.rounds`."""
+    """One executed round as reported in `Release.rounds`: its plan and how many keys it released."""
 
     index: int
-    budget: Budget
-    noise: str
-    sigma: float
-    threshold: float
+    plan: RoundPlan
     released: int
-    extra: Any = None
-    sensitivity: float = 1.0
-    novel_delta: float | None = None
-    mu: float | None = None
-
-    def extra_fields(self) -> dict:
-        """`extra` as a plain dict (typed plan fields, or count release's per-level values)."""
-        if self.extra is None:
-            return {}
-        return dict(self.extra) if isinstance(self.extra, dict) else dataclasses.asdict(self.extra)
 
     @classmethod
     def from_plan(cls, index: int, plan: RoundPlan, released: int) -> Round:
-        return cls(index, plan.budget, plan.noise, plan.scale, plan.threshold, released, copy.copy(plan.extra),
-                   plan.sensitivity, plan.novel_delta, plan.mu)
+        return cls(index, plan, released)
+
+    @property
+    def budget(self) -> Budget:
+        return self.plan.budget
+
+    @property
+    def noise(self) -> str:
+        return self.plan.noise
+
+    @property
+    def sigma(self) -> float:
+        """The round's noise scale (σ, or λ/β for Laplace/Gumbel: RoundPlan.scale)."""
+        return self.plan.scale
+
+    @property
+    def threshold(self) -> float:
+        return self.plan.threshold
+
+    @property
+    def extra(self) -> Any:
+        return self.plan.extra
+
+    @property
+    def sensitivity(self) -> float:
+        return self.plan.sensitivity
+
+    @property
+    def novel_delta(self) -> float | None:
+        return self.plan.novel_delta
+
+    @property
+    def mu(self) -> float | None:
+        return self.plan.mu
+
+    @property
+    def event(self) -> CalibratedEvent:
+        return self.plan.event
+
+    def extra_fields(self) -> dict[str, Any]:
+        """`extra` as a plain dict (typed plan fields, or count release's per-level values)."""
+        extra = self.plan.extra
+        if extra is None:
+            return {}
+        return dict(extra) if isinstance(extra, dict) else dataclasses.asdict(extra)
+
+
+def approx_budget(budget: Budget) -> EpsDelta:
+    """The (ε, δ) budget of a mechanism that takes only (ε, δ) (`check_budget` refused any other)."""
+    if not isinstance(budget, EpsDelta):
+        raise InternalError(f"an (ε, δ) mechanism was planned with {budget!r}")
+    return budget
+
+
+def plan_event(plan: Sequence[RoundPlan | Round]) -> ComposedEvent:
+    """The privacy event of a whole plan (or of executed rounds): its rounds, in order."""
+    return ComposedEvent(tuple(r.event for r in plan))
 
 
 class Mechanism(ABC):

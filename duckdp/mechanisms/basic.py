@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from ..privacy.budget import EpsDelta, split_exact
+from ..privacy.budget import Budget, EpsDelta, split_exact
 from ..privacy.calibration import (
+    NoveltyBound,
     analytic_gaussian_sigma,
     constant_novelty,
     gaussian_threshold,
@@ -23,11 +24,11 @@ from ..privacy.calibration import (
     zcdp_sigma,
 )
 from ..privacy.composition import gaussian_rounds
-from .base import Mechanism, Round, RoundPlan
+from .base import Mechanism, Round, RoundPlan, approx_budget
 
 
-def gaussian_round(budget, max_contributions: int, sensitivity: float = 1.0,
-                   novelty=weighted_l2_novelty) -> RoundPlan:
+def gaussian_round(budget: Budget, max_contributions: int, sensitivity: float = 1.0,
+                   novelty: NoveltyBound = weighted_l2_novelty) -> RoundPlan:
     """σ and T for one Gaussian weight-and-threshold round with ℓ2 sensitivity `sensitivity`.
 
     (ε, δ): σ from the analytic Gaussian at (ε, δ/2), T with δ/2 (Gopi et al. Thm 5.1 / B.2 / A.2).
@@ -43,8 +44,9 @@ def gaussian_round(budget, max_contributions: int, sensitivity: float = 1.0,
                      sensitivity=float(sensitivity), novel_delta=novel_delta)
 
 
-def composed_gaussian_rounds(budget, shares: list[float], max_contributions: int, novelties=None,
-                             sensitivities=None) -> list[RoundPlan]:
+def composed_gaussian_rounds(budget: Budget, shares: list[float], max_contributions: int,
+                             novelties: list[NoveltyBound] | None = None,
+                             sensitivities: list[float] | None = None) -> list[RoundPlan]:
     """σ_j and T_j of Gaussian rounds composed exactly (privacy.composition.gaussian_rounds: jointly
     μ-GDP, Dong, Roth & Su 2022 Cor. 3.3; zCDP: additive ρ_j), with T_j at the round's novel-key δ_j
     and novel sensitivity `novelties[j]` (Gopi et al. Thm 5.1; DP-SIPS Alg. 2, Thm 13).
@@ -62,7 +64,7 @@ def composed_gaussian_rounds(budget, shares: list[float], max_contributions: int
 
 
 def laplace_round(budget: EpsDelta, max_contributions: int, sensitivity: float = 1.0,
-                  novelty=weighted_l1_novelty) -> RoundPlan:
+                  novelty: NoveltyBound = weighted_l1_novelty) -> RoundPlan:
     """λ = Δ1/ε and T = max_t [ρ(t) + λ log(1/(2(1−(1−δ)^{1/t})))] (Gopi et al. Thm 4.1 / B.1 / A.1)."""
     scale = laplace_scale(budget.epsilon, sensitivity)
     return RoundPlan(budget, "laplace", scale, laplace_threshold(scale, budget.delta, max_contributions, novelty),
@@ -93,7 +95,7 @@ class WeightedGaussian(_Basic):
     summary = "Each user adds 1/√|W̄| to each kept key; Gaussian noise; one threshold."
     exponent = 0.5
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         return [gaussian_round(budget, max_contributions)]
 
 
@@ -103,7 +105,7 @@ class CountGaussian(_Basic):
     summary = "Each user adds 1 to each kept key; Gaussian noise scaled by √Δ0; threshold in count units."
     exponent = 0.0
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         # Counts have ℓ2 sensitivity √Δ0 and a novel key's count is at most 1 (journal Thm A.2).
         return [gaussian_round(budget, max_contributions, math.sqrt(max_contributions), constant_novelty(1.0))]
 
@@ -115,8 +117,8 @@ class WeightedLaplace(_Basic):
     budgets = (EpsDelta,)
     exponent = 1.0
 
-    def plan(self, budget, max_contributions, params):
-        return [laplace_round(budget, max_contributions)]
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+        return [laplace_round(approx_budget(budget), max_contributions)]
 
 
 class CountLaplace(_Basic):
@@ -126,6 +128,7 @@ class CountLaplace(_Basic):
     budgets = (EpsDelta,)
     exponent = 0.0
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         # Counts have ℓ1 sensitivity Δ0 and a novel key's count is at most 1 (journal Thm A.1).
-        return [laplace_round(budget, max_contributions, float(max_contributions), constant_novelty(1.0))]
+        return [laplace_round(approx_budget(budget), max_contributions, float(max_contributions),
+                              constant_novelty(1.0))]

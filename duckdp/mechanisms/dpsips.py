@@ -18,22 +18,26 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidParameter
+from ..errors import InternalError, InvalidParameter
+from ..privacy.budget import Budget
 from .base import Mechanism, Param, Round, RoundPlan
 from .basic import basic_weights, composed_gaussian_rounds
+from .guarantee import RoundGuarantee
 
 
-def _check_iterations(value) -> int:
+def _check_iterations(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise InvalidParameter(f"iterations must be an integer >= 1, got {value!r}")
     return int(value)
 
 
-def _check_ratio(value) -> float:
+def _check_ratio(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (0 < float(value) < math.inf):
         raise InvalidParameter(f"ratio must be a finite number > 0, got {value!r}")
     return float(value)
@@ -52,7 +56,7 @@ def round_shares(iterations: int, ratio: float) -> list[float]:
     return [float(s) for s in shares]
 
 
-@dataclass
+@dataclass(frozen=True)
 class SipsRound:
     """A DP-SIPS round's share of the budget."""
 
@@ -71,25 +75,25 @@ class DPSIPS(Mechanism):
 
     exponent = 0.5
 
-    def explain_round(self, index, plan, params):
+    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
         g = super().explain_round(index, plan, params)
         if index:
             g.notes.append("keys released in earlier rounds are removed, so holders' sets only shrink")
         return g
 
-    def explain_overall(self, rounds):
+    def explain_overall(self, rounds: list[RoundGuarantee]) -> tuple[Callable | None, list[str]]:
         """Later rounds see subsets of the users' sets, so each round's weight is still ≥ N/√k and its
         noise is fresh: P(released in some round) ≥ 1 − Π_i (1 − p_i) (Swanberg et al. Alg. 3)."""
-        fns = [r.probability for r in rounds]
+        fns = [r.probability for r in rounds if r.probability is not None]
+        if len(fns) != len(rounds):
+            raise InternalError("every DP-SIPS round has a Gaussian release probability")
         return (lambda n, k: 1.0 - np.prod([1.0 - f(n, k) for f in fns], axis=0)), []
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         # Alg. 2 rounds (Thm 13; Gopi et al. Thm 5.1) with Alg. 3's geometric shares, composed exactly.
         shares = round_shares(params["iterations"], params["ratio"])
         plans = composed_gaussian_rounds(budget, shares, max_contributions)
-        for share, rp in zip(shares, plans, strict=True):
-            rp.extra = SipsRound(share)
-        return plans
+        return [replace(rp, extra=SipsRound(share)) for share, rp in zip(shares, plans, strict=True)]
 
     def run(self, stages, plan, params):
         max_contributions = params["max_contributions"]

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..privacy.calibration import (
     gaussian_release_probability,
     laplace_release_probability,
 )
+
+if TYPE_CHECKING:
+    from .base import RoundPlan
 
 Probability = Callable    # (n_users ndarray, keys_per_user int) -> release probability ndarray
 
@@ -43,7 +47,7 @@ def noise_probability(noise: str, scale: float, threshold: float, exponent: floa
     return lambda n, k: release(n * float(k) ** -exponent, scale, threshold)
 
 
-def basic_bound(plan, exponent: float) -> RoundGuarantee:
+def basic_bound(plan: RoundPlan, exponent: float) -> RoundGuarantee:
     """The Basic round bound itself (equality when every holder has exactly k keys)."""
     return RoundGuarantee("bound", weighting_text(exponent),
                           noise_probability(plan.noise, plan.scale, plan.threshold, exponent))

@@ -23,11 +23,14 @@ whole universe and round-2 preprocessing, storing only the keys released, remove
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import ndtr
 
+from ..errors import InternalError
+from ..privacy.budget import Budget
 from ..privacy.mad import (
     adaptive_threshold,
     biased_novelty,
@@ -53,7 +56,7 @@ _SHARED = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class MadRound:
     """A MAD round's own plan: τ, f, the adaptive degrees and biases (spec §5); MAD2R's second
     round also the round-1 confidence widths c_L·σ1 (`lower`) and c_U·σ1 (`upper`) (spec §6)."""
@@ -69,19 +72,20 @@ class MadRound:
 
 
 def _mad_round(plan: RoundPlan, max_contributions: int, params: dict, beta_min: float = 1.0, beta_max: float = 1.0,
-               requested_f=None) -> RoundPlan:
+               requested_f: float | None = None, lower: float | None = None,
+               upper: float | None = None) -> RoundPlan:
     """One MAD round on a Gaussian round's σ, T (T with ρ(k) = β_max/√k, §2, Lemma 5.4): τ = T + bσ, f (§5)."""
     # Default Δ_max = Δ0; when Δ0 < Δ_min no user can be adaptive and Δ_max only sets f (spec §5).
     max_degree = params["max_adaptive_degree"] or max(max_contributions, params["adaptive_min_degree"])
     check_degrees(params["adaptive_min_degree"], max_degree)
-    plan.extra = MadRound(
+    return replace(plan, extra=MadRound(
         tau=adaptive_threshold(plan.threshold, plan.scale, params["adaptive_excess"], beta_max),
         reroute=reroute_fraction(requested_f, beta_min, beta_max, max_degree),
-        min_degree=params["adaptive_min_degree"], max_degree=max_degree, beta_min=beta_min, beta_max=beta_max)
-    return plan
+        min_degree=params["adaptive_min_degree"], max_degree=max_degree, beta_min=beta_min, beta_max=beta_max,
+        lower=lower, upper=upper))
 
 
-def _mad_guarantee(plan, params, bound: bool) -> RoundGuarantee:
+def _mad_guarantee(plan: RoundPlan, params: dict, bound: bool) -> RoundGuarantee:
     """MAD dominates Basic with the same σ, T (Chen et al. ICML 2025 Thm 6.1; spec §7):
     P ≥ min(P_Basic, Φ(b)); a MAD2R second round has only the Basic numbers as a reference."""
     basic = basic_bound(plan, 0.5)
@@ -91,7 +95,8 @@ def _mad_guarantee(plan, params, bound: bool) -> RoundGuarantee:
             ("this round drops keys released in round 0 or with a round-0 upper bound below T and down-weights "
             f"keys with a high lower bound (β ≥ {plan.extra.beta_min:g}): no bound")])
     cap, basic_probability = float(ndtr(params["adaptive_excess"])), basic.probability
-    assert basic_probability is not None     # MAD noise is Gaussian
+    if basic_probability is None:
+        raise InternalError("invariant failed: MAD noise is Gaussian")
     return RoundGuarantee("bound", weighting, lambda n, k: np.minimum(basic_probability(n, k), cap),
                           [f"MAD dominates Basic (Thm 6.1, spec §7): P ≥ min(P_Basic, Φ(b) = {cap:.4f})"])
 
@@ -128,10 +133,10 @@ class Mad(Mechanism):
 
     exponent = 0.5
 
-    def explain_round(self, index, plan, params):
+    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
         return _mad_guarantee(plan, params, bound=True)
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         plan = gaussian_round(budget, max_contributions)                      # ρ(k) = 1/√k (Lemma 5.4)
         return [_mad_round(plan, max_contributions, params, requested_f=params["reroute_fraction"])]
 
@@ -160,21 +165,21 @@ class Mad2R(Mechanism):
 
     exponent = 0.5
 
-    def explain_round(self, index, plan, params):
+    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
         return _mad_guarantee(plan, params, bound=index == 0)
 
-    def explain_overall(self, rounds):
+    def explain_overall(self, rounds: list[RoundGuarantee]) -> tuple[Callable | None, list[str]]:
         return rounds[0].probability, [("guarantee from round 0 alone (the whole release is at least as likely); "
                                        "round 1 usually releases most keys, near its reference numbers")]
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         # Both rounds have ℓ2 sensitivity 1 (Lemma 5.8), composed exactly with shares α, 1 − α (spec §6).
         alpha = params["split"]
         rounds = composed_gaussian_rounds(budget, [alpha, 1 - alpha], max_contributions,
                                           [biased_novelty(1.0), biased_novelty(params["beta_max"])])
         plan1 = _mad_round(rounds[0], max_contributions, params)                # unbiased MAD, ρ(k) = 1/√k
-        plan2 = _mad_round(rounds[1], max_contributions, params, params["beta_min"], params["beta_max"])
-        plan2.extra.lower, plan2.extra.upper = params["c_lower"] * plan1.scale, params["c_upper"] * plan1.scale
+        plan2 = _mad_round(rounds[1], max_contributions, params, params["beta_min"], params["beta_max"],
+                           lower=params["c_lower"] * plan1.scale, upper=params["c_upper"] * plan1.scale)
         return [plan1, plan2]
 
     def run(self, stages, plan, params):

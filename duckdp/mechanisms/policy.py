@@ -17,15 +17,16 @@ import math
 import numbers
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtr
 
 from ..errors import InvalidParameter
-from ..privacy.budget import EpsDelta
+from ..privacy.budget import Budget, EpsDelta
 from ..privacy.calibration import laplace_scale, laplace_threshold, weighted_l1_novelty
-from .base import Mechanism, Param, Round, RoundPlan
+from .base import Mechanism, Param, Round, RoundPlan, approx_budget
 from .basic import gaussian_round, laplace_round
 from .guarantee import RoundGuarantee, basic_bound
 from .policy_updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
@@ -33,13 +34,13 @@ from .policy_updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
 BATCH_USERS = 8192   # users per Arrow batch: bounds memory to the histogram plus one batch
 
 
-def _check_alpha(value) -> float:
+def _check_alpha(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (0 < float(value) < math.inf):
         raise InvalidParameter(f"alpha must be a finite number > 0, got {value!r}")
     return float(value)
 
 
-@dataclass
+@dataclass(frozen=True)
 class PolicyRound:
     """A sequential policy's cutoff Γ = T + α·scale and its α."""
 
@@ -49,8 +50,7 @@ class PolicyRound:
 
 def with_cutoff(plan: RoundPlan, alpha: float) -> RoundPlan:
     """Γ = T + α·scale (journal Alg. 3 and 5: the cutoff sits α noise units above the threshold)."""
-    plan.extra = PolicyRound(alpha, plan.threshold + alpha * plan.scale)
-    return plan
+    return replace(plan, extra=PolicyRound(alpha, plan.threshold + alpha * plan.scale))
 
 
 def cutoff_probability(plan: RoundPlan) -> float:
@@ -108,7 +108,7 @@ class _Sequential(Mechanism):
     update: Callable[[np.ndarray, float], np.ndarray]   # one user's update (policy_updates.py)
     counted = False          # GW ranks keys by row count and skips deduplication and truncation
 
-    def explain_round(self, index, plan, params):
+    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
         """The threshold applies to the policy's weights, which depend on the order of users; a key
         whose weight reaches Γ is released with P(Γ + noise ≥ T). The users table assumes an even
         split of each user's budget (a reference, not a bound)."""
@@ -140,9 +140,9 @@ class PolicyLaplace(_Sequential):
     exponent = 1.0
     update = staticmethod(l1_descent)
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         # λ = 1/ε, ρ_Lap = max_t [1/t + λ log(1/(2(1−(1−δ)^{1/t})))] (journal Alg. 3, Thm 4.1)
-        return [with_cutoff(laplace_round(budget, max_contributions), params["alpha"])]
+        return [with_cutoff(laplace_round(approx_budget(budget), max_contributions), params["alpha"])]
 
 
 class PolicyGaussian(_Sequential):
@@ -157,7 +157,7 @@ class PolicyGaussian(_Sequential):
     exponent = 0.5
     update = staticmethod(l2_descent)
 
-    def plan(self, budget, max_contributions, params):
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
         # σ and T of journal Thm 5.1 ((ε, δ)) or DP-SIPS Alg. 2 (zCDP); Γ = T + α·σ (Alg. 5)
         return [with_cutoff(gaussian_round(budget, max_contributions), params["alpha"])]
 
@@ -213,8 +213,8 @@ class GW(_Sequential):
     truncates = False
     update = staticmethod(greedy_fill)
 
-    def plan(self, budget, max_contributions, params):
-        scale = laplace_scale(budget.epsilon)
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+        scale = laplace_scale(approx_budget(budget).epsilon)
         # T = max_{t ≤ 1} [1/t + λ log(1/(2(1−(1−δ)^{1/t})))] = 1 + λ log(1/(2δ)) (Thm 4.1 form, one novel key)
         threshold = laplace_threshold(scale, budget.delta, 1, weighted_l1_novelty)
         return [with_cutoff(RoundPlan(budget, "laplace", scale, threshold), params["alpha"])]

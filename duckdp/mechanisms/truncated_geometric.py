@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidParameter
-from ..privacy.budget import EpsDelta
-from .base import Mechanism, Round, RoundPlan
+from ..privacy.budget import Budget, EpsDelta
+from .base import Mechanism, Round, RoundPlan, approx_budget
 from .basic import basic_weights
 from .guarantee import RoundGuarantee
 
@@ -47,7 +47,7 @@ def keep_probabilities(epsilon: float, delta: float) -> np.ndarray:
         probs.append(p)
 
 
-@dataclass
+@dataclass(frozen=True)
 class GeometricRound:
     """The per-key budget (ε/Δ0, δ/Δ0) each key's keep decision uses."""
 
@@ -64,13 +64,13 @@ class TruncatedGeometric(Mechanism):
     budgets = (EpsDelta,)
     exponent = 0.0
 
-    def plan(self, budget, max_contributions, params):
-        per_key = budget.scaled(1.0 / max_contributions)
+    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+        per_key = approx_budget(budget).scaled(1.0 / max_contributions)
         always = len(keep_probabilities(per_key.epsilon, per_key.delta)) + 1      # n*: π(n*) = 1
         return [RoundPlan(budget, "uniform", 1.0 / per_key.epsilon, float(always),
                           GeometricRound(per_key.epsilon, per_key.delta))]
 
-    def explain_round(self, index, plan, params):
+    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
         """A key held by N users is kept with exactly π(N) (Desfontaines et al. 2022 Thm 1)."""
         probs = np.concatenate([[0.0], keep_probabilities(plan.extra.per_key_epsilon, plan.extra.per_key_delta)])
         keep = lambda n, k: np.where(n < len(probs), probs[np.minimum(n, len(probs) - 1).astype(np.int64)], 1.0)

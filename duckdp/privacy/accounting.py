@@ -1,14 +1,10 @@
 """Privacy events of releases and their tight composition under (ε, δ)-DP.
 
-An event is what one round (or one whole release) spends, as a privacy-loss curve plus an additive δ:
-
-- ``gaussian`` (μ, δ): a Gaussian round, μ = sensitivity/σ (ℓ2), is μ-GDP on the keys it can
-  release (Dong, Roth & Su 2022, Thm 2.7), and the threshold adds δ for novel keys (Gopi et al.
-  2020, Thm 5.1; DP-SIPS Thm 13). This holds for (ε, δ) and zCDP calibrations alike.
-- ``laplace`` (ε, δ): a Laplace round with ε = sensitivity/λ (ℓ1), plus its threshold δ
-  (Gopi et al. Thm 4.1 / B.1).
-- ``dp`` (ε, δ): any other (ε, δ)-DP release (truncated geometric; count release at its
-  DP-SIPS Cor. 9 conversion), composed as a generic (ε, 0) privacy-loss pair plus δ.
+The functions here compose curve events (privacy/events.py), each a privacy-loss curve plus an
+additive δ: `GaussianEvent` (μ-GDP, Dong, Roth & Su 2022, Thm 2.7, for (ε, δ) and zCDP calibrations
+alike), `LaplaceEvent` (pure ε) and `DpEvent` (a generic (ε, 0) privacy-loss pair plus δ; a zCDP
+step enters at its DP-SIPS Cor. 9 conversion, privacy/accountant.py). The (ε, δ) accountant
+(privacy/accountant.py) is built on them.
 
 Composition. The rounds of a release and the releases of a session compose adaptively. Every
 event's output is, outside an event of probability at most its δ, a post-processing of its
@@ -24,18 +20,16 @@ Every returned δ is rounded up and every returned ε is rounded up.
 from __future__ import annotations
 
 import functools
-import json
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
+from typing import Any
 
 from scipy.optimize import brentq
 
-from .budget import ZCDP, EpsDelta
 from .calibration import _up, analytic_gaussian_delta
-from .conversions import approx_zcdp_epsilon
+from .events import CurveEvent, GaussianEvent, LaplaceEvent, curve_delta
 
-KINDS = ("gaussian", "laplace", "dp")
 # PLD grid: 1e-4 in privacy loss (ε within ~1e-3 of exact), coarser when the losses span more than
 # ±1 (at most ~2e4 grid points per unit of span); any grid gives an upper bound (pessimistic rounding).
 _PLD_INTERVAL = 1e-4
@@ -43,84 +37,7 @@ _PLD_POINTS = 20_000
 _MAX_SPAN = 500.0          # e^ε overflows past ~709; such budgets protect nothing but must still run
 
 
-@dataclass(frozen=True)
-class Event:
-    """One composable privacy event: `kind` in KINDS, its curve's parameter `value` (μ or ε), δ."""
-
-    kind: str
-    value: float
-    delta: float
-
-    def __post_init__(self):
-        ok = (self.kind in KINDS and isinstance(self.value, float) and isinstance(self.delta, float)
-              and math.isfinite(self.value) and self.value > 0 and math.isfinite(self.delta) and 0 <= self.delta < 1)
-        if not ok:
-            raise ValueError(f"invalid privacy event {self.kind!r} value={self.value!r} delta={self.delta!r}")
-
-    def as_dict(self) -> dict:
-        return {"type": self.kind, "mu" if self.kind == "gaussian" else "epsilon": self.value, "delta": self.delta}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Event:
-        kind = str(d.get("type"))
-        key = "mu" if kind == "gaussian" else "epsilon"
-        if set(d) != {"type", key, "delta"} or not all(type(d[k]) in (int, float) for k in (key, "delta")):
-            raise ValueError(f"invalid privacy event {d!r}")
-        return cls(kind, float(d[key]), float(d["delta"]))
-
-
-def _ratio_up(a: float, b: float) -> float:
-    """a/b rounded up to a float (exact when the quotient is representable)."""
-    q = a / b
-    return q if Fraction(q) >= Fraction(a) / Fraction(b) else math.nextafter(q, math.inf)
-
-
-def _round_events(r) -> list[Event]:
-    scale = r.scale if hasattr(r, "scale") else r.sigma
-    novel = r.budget.delta if r.novel_delta is None else r.novel_delta
-    if r.noise == "gaussian":
-        return [Event("gaussian", _ratio_up(r.sensitivity, scale), float(novel))]
-    if r.noise == "laplace":
-        return [Event("laplace", _ratio_up(r.sensitivity, scale), float(novel))]
-    return _budget_events(r.budget)
-
-
-def _budget_events(b) -> list[Event]:
-    """A whole budget as a generic event: (ε, δ) as given, zCDP at DP-SIPS Cor. 9 (δ' = δ)."""
-    if isinstance(b, EpsDelta):
-        return [Event("dp", b.epsilon, b.delta)]
-    delta_dp = b.delta + (1 - b.delta) * b.delta
-    return [Event("dp", approx_zcdp_epsilon(b.rho, b.delta, delta_dp), delta_dp)]
-
-
-def events_of(release_or_plan) -> list[Event]:
-    """The events of a Release (its rounds; a count release as its filter's (ρ, δ) guarantee), or of a
-    plan: a list of RoundPlan/Round, or of budgets (a count release's plan is its ZCDP budget)."""
-    if hasattr(release_or_plan, "rounds"):
-        if getattr(release_or_plan, "algo", None) == "pcr":          # Rogers 2024 Thm 6: the filter's (ρ, δ)
-            return _budget_events(release_or_plan.budget)
-        release_or_plan = release_or_plan.rounds
-    out: list[Event] = []
-    for r in release_or_plan:
-        out += _budget_events(r) if isinstance(r, (EpsDelta, ZCDP)) else _round_events(r)
-    return out
-
-
-def dumps(events: list[Event]) -> str:
-    return json.dumps([e.as_dict() for e in events], separators=(",", ":"))
-
-
-def loads(text: str) -> list[Event]:
-    """Events from their JSON; ValueError if the text is not a non-empty list of valid events."""
-    items = json.loads(text)
-    if not isinstance(items, list) or not items:
-        raise ValueError("events must be a non-empty JSON list")
-    if not all(isinstance(d, dict) for d in items):
-        raise ValueError("every event must be a JSON object")
-    return [Event.from_dict(d) for d in items]
-
-
-def _sum_up(values) -> float:
+def _sum_up(values: Iterable[float]) -> float:
     """The exact sum of floats, rounded up to a float."""
     exact = sum(map(Fraction, values), Fraction(0))
     f = float(exact)
@@ -133,14 +50,14 @@ def gdp_delta(mu: float, epsilon: float) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def _curve(events: tuple[Event, ...]):
+def _curve(events: tuple[CurveEvent, ...]) -> tuple[float, float, Any]:
     """(μ, shift, pld) of the events' curves: the composed Gaussian μ, shift = Σ ε_i of the other
     (pure ε_i-DP) curves, and a pessimistic PLD of all curves when any is not Gaussian and
     shift ≤ _MAX_SPAN (e^ε overflows beyond ~709)."""
-    mu = math.sqrt(_sum_up(e.value ** 2 for e in events if e.kind == "gaussian")) if events else 0.0
+    mu = math.sqrt(_sum_up(e.mu ** 2 for e in events if isinstance(e, GaussianEvent))) if events else 0.0
     mu = math.nextafter(mu, math.inf) if mu else 0.0
-    others = [e for e in events if e.kind != "gaussian"]
-    shift = _sum_up(e.value for e in others) if others else 0.0
+    others = [e for e in events if not isinstance(e, GaussianEvent)]
+    shift = _sum_up(e.epsilon for e in others) if others else 0.0
     if not others or shift > _MAX_SPAN:
         return mu, shift, None
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
@@ -152,10 +69,10 @@ def _curve(events: tuple[Event, ...]):
     if mu:
         plds.append(pld_lib.from_gaussian_mechanism(1.0 / mu, value_discretization_interval=grid))
     for e in others:
-        if e.kind == "laplace":
-            plds.append(pld_lib.from_laplace_mechanism(1.0 / e.value, value_discretization_interval=grid))
+        if isinstance(e, LaplaceEvent):
+            plds.append(pld_lib.from_laplace_mechanism(1.0 / e.epsilon, value_discretization_interval=grid))
         else:
-            plds.append(pld_lib.from_privacy_parameters(DifferentialPrivacyParameters(e.value, 0.0),
+            plds.append(pld_lib.from_privacy_parameters(DifferentialPrivacyParameters(e.epsilon, 0.0),
                                                         value_discretization_interval=grid))
     pld = plds[0]
     for p in plds[1:]:
@@ -163,9 +80,9 @@ def _curve(events: tuple[Event, ...]):
     return mu, shift, pld
 
 
-def extra_delta(events) -> float:
+def extra_delta(events: Iterable[CurveEvent]) -> float:
     """Σ δ_i of the events (novel-key and generic δ), exact and rounded up."""
-    return _sum_up(e.delta for e in events)
+    return _sum_up(curve_delta(e) for e in events)
 
 
 def _gdp_epsilon(mu: float, delta: float) -> float:
@@ -181,30 +98,28 @@ def _gdp_epsilon(mu: float, delta: float) -> float:
     return _up(eps)
 
 
-def composed_delta(events, epsilon: float) -> float:
+def composed_delta(events: Sequence[CurveEvent], epsilon: float) -> float:
     """δ with which the sequence of events is (ε, δ)-DP: δ_curve(ε) + Σ δ_i, rounded up.
 
     δ_curve is the smaller of two upper bounds: the PLD's, and basic composition of the pure
     curves (Σ ε_i) with the Gaussian part, δ_μ(ε − Σ ε_i) — so mixing never costs more than
     basic composition, and pure rounds at exactly their ε are not charged PLD grid error.
     """
-    events = tuple(events)
     if not events:
         return 0.0
-    mu, shift, pld = _curve(events)
+    mu, shift, pld = _curve(tuple(events))
     curve = 1.0 if epsilon < shift else gdp_delta(mu, epsilon - shift) if mu else 0.0
     if pld is not None:
         curve = min(curve, _up(float(pld.get_delta_for_epsilon(epsilon))))
     return min(_sum_up([curve, extra_delta(events)]), 1.0)
 
 
-def composed_epsilon(events, delta: float) -> float:
+def composed_epsilon(events: Sequence[CurveEvent], delta: float) -> float:
     """Smallest ε (rounded up) at which the events are (ε, δ)-DP; inf if Σ δ_i ≥ δ; 0 for none."""
-    events = tuple(events)
     if not events:
         return 0.0
     room = delta - extra_delta(events)
-    mu, shift, pld = _curve(events)
+    mu, shift, pld = _curve(tuple(events))
     if room < 0 or (room == 0 and mu):          # pure curves reach δ_curve = 0 at ε = Σ ε_i
         return math.inf
     eps = _sum_up([shift, _gdp_epsilon(mu, room)])
@@ -213,9 +128,9 @@ def composed_epsilon(events, delta: float) -> float:
     return eps
 
 
-def admits(events, epsilon: float, delta: float) -> bool:
+def admits(events: Sequence[CurveEvent], epsilon: float, delta: float) -> bool:
     """Whether the sequence is (ε, δ)-DP by this accounting."""
     return composed_delta(events, epsilon) <= delta
 
 
-__all__ = ["Event", "admits", "composed_delta", "composed_epsilon", "dumps", "events_of", "gdp_delta", "loads"]
+__all__ = ["admits", "composed_delta", "composed_epsilon", "extra_delta", "gdp_delta"]

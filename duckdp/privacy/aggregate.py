@@ -17,16 +17,18 @@ within it, because the discrete Gaussian's vector guarantee is a Rényi bound.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from ..errors import InvalidParameter
+from ..errors import InternalError, InvalidParameter
 from ..validation import integer, real
+from ..validation import max_contributions as check_max_contributions
 from .budget import ZCDP, Budget, EpsDelta, _exact_parts
-from .calibration import _check_max_contributions, per_item_tail, zcdp_sigma
+from .calibration import per_item_tail, zcdp_sigma
 from .composition import Spent
 from .conversions import approx_zcdp_epsilon, zcdp_delta
 
@@ -59,7 +61,7 @@ class Metric:
     lower: float | None = None
     upper: float | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise InvalidParameter(f"a metric name must be a non-empty string, got {self.name!r}")
         if self.kind not in KINDS:
@@ -80,7 +82,7 @@ class Metric:
         object.__setattr__(self, "upper", upper)
 
 
-def parse_metrics(metrics) -> tuple[Metric, ...]:
+def parse_metrics(metrics: Any) -> tuple[Metric, ...]:
     """Metrics from {name: "users" | "count" | (kind, column, lower, upper) | Metric}, in the given order."""
     if not isinstance(metrics, Mapping) or not metrics:
         raise InvalidParameter("metrics must be a non-empty dict {name: spec}")
@@ -199,7 +201,7 @@ def _upper_tail(t: int, sigma: float) -> float:
     return min(1.0, max(tail / norm * (1 + _TAIL_MARGIN), math.ulp(0.0)))     # > 0 even where floats underflow
 
 
-def _smallest(pred, start: int) -> int:
+def _smallest(pred: Callable[[int], bool], start: int) -> int:
     """Smallest integer n ≥ 0 with pred(n), pred monotone, searched from a guess `start`."""
     lo, hi = -1, max(int(start), 1)
     while not pred(hi):
@@ -265,7 +267,7 @@ def _zcdp_rho_for(budget: EpsDelta, select_delta: float) -> float:
     return rho
 
 
-def _shares(metric_shares, names: list[str]) -> list[float]:
+def _shares(metric_shares: Any, names: list[str]) -> list[float]:
     if metric_shares is None:
         return [1.0 / len(names)] * len(names)
     if not isinstance(metric_shares, Mapping) or set(metric_shares) != set(names):
@@ -277,13 +279,14 @@ def _shares(metric_shares, names: list[str]) -> list[float]:
     return shares
 
 
-def _measure(metric, part, sensitivity, rho, step, offset, tag, coverage) -> Measure:
+def _measure(metric: str, part: str, sensitivity: float, rho: float, step: float, offset: int, tag: int,
+             coverage: float | None) -> Measure:
     sigma = zcdp_sigma(rho, sensitivity)          # σ = Δ/√(2ρ) (Bun & Steinke 2016 Prop. 1.6; CKS20 Prop. 4)
     hw = None if coverage is None else half_width(sigma, coverage)
     return Measure(metric, part, float(sensitivity), sigma, rho, step, offset, tag, coverage, hw)
 
 
-def plan_aggregate(budget: Budget, metrics, *, max_contributions: int, max_rows_per_key: int = 1,
+def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_rows_per_key: int = 1,
                    keys: str = "select", algo: str | None = None, selection_share: float | None = None,
                    metric_shares: Mapping[str, float] | None = None, confidence: float | None = None,
                    pre_threshold: int = 1) -> AggregatePlan:
@@ -296,7 +299,7 @@ def plan_aggregate(budget: Budget, metrics, *, max_contributions: int, max_rows_
     if not isinstance(budget, (EpsDelta, ZCDP)):
         raise InvalidParameter(f"budget must be EpsDelta or ZCDP, got {budget!r}")
     metric_specs = parse_metrics(metrics)
-    d0 = _check_max_contributions(max_contributions)
+    d0 = check_max_contributions(max_contributions)
     m = integer("max_rows_per_key", max_rows_per_key, 1, 10**9)
     k = integer("pre_threshold", pre_threshold, 1, 10**9)
     if keys not in KEY_MODES:
@@ -352,7 +355,8 @@ def plan_aggregate(budget: Budget, metrics, *, max_contributions: int, max_rows_
     threshold = None
     root = math.sqrt(d0)
     if keys == "threshold":
-        assert sel_rho is not None
+        if sel_rho is None:
+            raise InternalError("invariant failed: a threshold plan has a selection ρ")
         # Distinct-user counts: ℓ2 sensitivity √Δ0 over existing keys (Gopi et al. journal Thm A.2).
         sigma = zcdp_sigma(sel_rho, root)
         threshold = Threshold(sigma, threshold_for(sigma, sel_delta, d0), sel_delta, sel_rho)
@@ -368,7 +372,8 @@ def plan_aggregate(budget: Budget, metrics, *, max_contributions: int, max_rows_
         elif mt.kind == "count":         # ≤ m rows on each of ≤ Δ0 keys: ℓ2 = m√Δ0
             measures.append(_measure(mt.name, "count", m * root, r, 1.0, 0, tag, coverage))
         else:
-            assert mt.lower is not None and mt.upper is not None
+            if not (mt.lower is not None and mt.upper is not None):
+                raise InternalError("invariant failed: mt.lower is not None and mt.upper is not None")
             step = grid_step(mt.lower, mt.upper)
             lo, hi = grid_bounds(mt.lower, mt.upper, step)
             if mt.kind == "sum":         # ≤ m values in [lo, hi] grid steps per key: ℓ2 = m·max(|lo|, |hi|)·√Δ0
@@ -400,7 +405,8 @@ def _spent(budget: Budget, rho: float, sel_delta: float) -> Spent:
 
 # ---------------------------------------------------------------- post-processing
 
-def finish_mean(noisy_sum, noisy_count, lower: float, upper: float, step: float, offset: int) -> np.ndarray:
+def finish_mean(noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float, upper: float, step: float,
+                offset: int) -> np.ndarray:
     """Mean = offset + noisy centred sum / noisy count, in value units, clamped to [lower, upper]
     (post-processing, Dwork & Roth Prop. 2.1); the midpoint where the noisy count is ≤ 0."""
     s = np.asarray(noisy_sum, dtype=np.float64)
@@ -410,7 +416,7 @@ def finish_mean(noisy_sum, noisy_count, lower: float, upper: float, step: float,
     return np.clip(mean, lower, upper)
 
 
-def mean_interval(noisy_sum, noisy_count, lower: float, upper: float, step: float, offset: int,
+def mean_interval(noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float, upper: float, step: float, offset: int,
                   sum_half_width: int, count_half_width: int) -> tuple[np.ndarray, np.ndarray]:
     """Interval of the mean from the boxes [Ŝ ± h_S] × [Ĉ ± h_C] (each at 1 − (1 − c)/2, so both hold with
     probability ≥ c): the range of offset + S/C over the box, clamped; [lower, upper] if C ≤ 0 fits."""
@@ -431,12 +437,14 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
     out: dict[str, np.ndarray] = {}
     for mt in plan.metrics:
         if mt.kind == "mean":
-            assert mt.lower is not None and mt.upper is not None
+            if not (mt.lower is not None and mt.upper is not None):
+                raise InternalError("invariant failed: mt.lower is not None and mt.upper is not None")
             ms, mc = plan.measure(mt.name, "sum"), plan.measure(mt.name, "count")
             s, c = noisy[(mt.name, "sum")], noisy[(mt.name, "count")]
             out[mt.name] = finish_mean(s, c, mt.lower, mt.upper, ms.step, ms.offset)
             if plan.confidence is not None:
-                assert ms.half_width is not None and mc.half_width is not None
+                if not (ms.half_width is not None and mc.half_width is not None):
+                    raise InternalError("invariant failed: both halves of a mean have half-widths")
                 lo, hi = mean_interval(s, c, mt.lower, mt.upper, ms.step, ms.offset, ms.half_width, mc.half_width)
                 out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo, hi
             continue
@@ -450,7 +458,8 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
         else:
             out[mt.name] = x
         if plan.confidence is not None:
-            assert ms.half_width is not None
+            if ms.half_width is None:
+                raise InternalError("invariant failed: ms.half_width is not None")
             lo_i, hi_i = x - ms.half_width, x + ms.half_width
             if mt.kind == "sum":
                 out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo_i * ms.step, hi_i * ms.step

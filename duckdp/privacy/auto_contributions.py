@@ -43,15 +43,24 @@ events at the chosen Δ0 against the charged ones.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InvalidParameter
+from ..errors import InternalError, InvalidParameter
 from ..prf import PRFKey, standard, uniform_from_words
 from . import accounting
+from .accountant import curves
 from .budget import ZCDP, Budget, EpsDelta, _exact_parts, split_exact
 from .calibration import _up, analytic_gaussian_sigma, zcdp_sigma
+
+if TYPE_CHECKING:
+    from ..mechanisms.base import RoundPlan
+
+    Planner = Callable[[Budget, int], list[RoundPlan]]   # a mechanism's plan(budget, Δ0)
+from .events import ComposedEvent, CurveEvent, GaussianEvent
 
 AUTO = "auto"
 DEFAULT_SHARE = 0.01                # share of ρ (zCDP), of μ² (Gaussian (ε, δ)) or of ε (basic composition)
@@ -74,7 +83,7 @@ class AutoPlan:
     mechanism_budget: Budget  # what the mechanism runs with
     composition: str          # "zcdp", "gdp" or "basic"
 
-    def round_plan(self):
+    def round_plan(self) -> RoundPlan:
         """The estimate as a Gaussian round for the accountant and the Session: μ = 1/σ_a, no novel-key δ."""
         from ..mechanisms.base import RoundPlan
         return RoundPlan(self.budget, "gaussian", self.sigma, CUTOFF * self.sigma, sensitivity=1.0,
@@ -101,30 +110,36 @@ class AutoChoice:
                 f"counts, σ={self.plan.sigma:.4g}); cost {cost} ({self.plan.share:g} share, {how})")
 
 
-def check_share(share) -> float:
+def check_share(share: Any) -> float:
     """The estimate's budget share: a number in (0, MAX_SHARE]."""
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not (0 < float(share) <= MAX_SHARE):
         raise InvalidParameter(f"auto_share must be a number in (0, {MAX_SHARE}], got {share!r}")
     return float(share)
 
 
-def is_auto(max_contributions) -> bool:
+def is_auto(max_contributions: object) -> bool:
     return isinstance(max_contributions, str) and max_contributions == AUTO
 
 
-def _gaussian_mu(events) -> float | None:
+def _events(plans: list[RoundPlan]) -> list[CurveEvent]:
+    """The curve events of RoundPlans (privacy/events.py), as an (ε, δ) accountant composes them."""
+    return curves(ComposedEvent(tuple(p.event for p in plans)))
+
+
+def _gaussian_mu(events: list[CurveEvent]) -> float | None:
     """√Σ μ_j² of all-Gaussian events, or None if any event is not Gaussian."""
-    if not all(e.kind == "gaussian" for e in events):
+    mus = [e.mu for e in events if isinstance(e, GaussianEvent)]
+    if len(mus) != len(events):
         return None
-    return math.sqrt(math.fsum(e.value ** 2 for e in events))
+    return math.sqrt(math.fsum(m ** 2 for m in mus))
 
 
-def _noise_fields(rounds) -> list[tuple]:
+def _noise_fields(rounds: list[RoundPlan]) -> list[tuple]:
     """What a plan's privacy rests on besides thresholds: budget, noise, scale, sensitivity, δ_j, μ_j."""
     return [(r.budget, r.noise, r.scale, r.sensitivity, r.novel_delta, r.mu) for r in rounds]
 
 
-def plan(budget: Budget, share: float, mechanism_plan) -> tuple[AutoPlan, list]:
+def plan(budget: Budget, share: float, mechanism_plan: Planner) -> tuple[AutoPlan, list[RoundPlan]]:
     """The estimate's plan and the mechanism's plan (at Δ0 = CAP, for charging) for a request `budget`.
 
     `mechanism_plan(budget, max_contributions)` is the mechanism's data-free planner. Raises
@@ -147,10 +162,10 @@ def plan(budget: Budget, share: float, mechanism_plan) -> tuple[AutoPlan, list]:
     return auto, mech
 
 
-def _admitted(budget: EpsDelta, auto: AutoPlan, mechanism_plan) -> bool:
+def _admitted(budget: EpsDelta, auto: AutoPlan, mechanism_plan: Planner) -> bool:
     """Whether the repo's accountant (privacy/accounting.py) finds estimate + mechanism (ε, δ)-DP, and its
     ε at δ (root-found, rounded up: what a Session reports as spent) is within the request too."""
-    events = accounting.events_of([auto.round_plan(), *mechanism_plan(auto.mechanism_budget, CAP)])
+    events = _events([auto.round_plan(), *mechanism_plan(auto.mechanism_budget, CAP)])
     return (accounting.admits(events, budget.epsilon, budget.delta)
             and accounting.composed_epsilon(events, budget.delta) <= budget.epsilon)
 
@@ -160,21 +175,21 @@ def _admitted(budget: EpsDelta, auto: AutoPlan, mechanism_plan) -> bool:
 _MARGIN = 1e-9
 
 
-def _split_gdp(budget: EpsDelta, share: float, mechanism_plan) -> AutoPlan | None:
+def _split_gdp(budget: EpsDelta, share: float, mechanism_plan: Planner) -> AutoPlan | None:
     """The exact Gaussian-DP split of the module docstring, or None where it does not apply (a
     non-Gaussian mechanism, or ε_m < ε/2 where ε − ε_m would not be exact)."""
-    if _gaussian_mu(accounting.events_of(mechanism_plan(budget, CAP))) is None:
+    if _gaussian_mu(_events(mechanism_plan(budget, CAP))) is None:
         return None
     delta_a, delta_m = _exact_parts(budget.delta, [share, 1 - share])
     curve = budget.delta - delta_m / 2                          # room for the joint Gaussian curve at ε
     mu = 1.0 / analytic_gaussian_sigma(budget.epsilon, curve)   # Balle & Wang Thm 8 ⇔ Dong et al. Cor. 2.13
     # ε_m: where √(1−s)·μ-GDP spends δ_m/2 (rounded up, so the mechanism's μ_m ≤ √(1−s)·μ up to rounding)
-    eps_m = accounting.composed_epsilon([accounting.Event("gaussian", mu * math.sqrt(1 - share), 0.0)], delta_m / 2)
+    eps_m = accounting.composed_epsilon([GaussianEvent(mu * math.sqrt(1 - share), 0.0)], delta_m / 2)
     if not (budget.epsilon / 2 <= eps_m < budget.epsilon):
         return None
     eps_a = budget.epsilon - eps_m                              # exact (Sterbenz: ε/2 ≤ ε_m ≤ ε), so ε_a + ε_m = ε
     mech_budget = EpsDelta(eps_m, delta_m)
-    mu_m = _gaussian_mu(accounting.events_of(mechanism_plan(mech_budget, CAP)))
+    mu_m = _gaussian_mu(_events(mechanism_plan(mech_budget, CAP)))
     if mu_m is None or mu_m >= mu:
         return None
     # μ_a² + μ_m² ≤ μ² (Dong et al. Cor. 3.3); σ_a a relative _MARGIN above, so the accountant's
@@ -218,7 +233,7 @@ def choose(counts: np.ndarray, sigma: float, z: np.ndarray) -> int:
     return int(min(max(math.ceil(EDGES[b] * ratio ** min(max(frac, 0.0), 1.0)), 1), CAP))
 
 
-def estimate(stages, auto: AutoPlan, key: PRFKey) -> AutoChoice:
+def estimate(stages: Any, auto: AutoPlan, key: PRFKey) -> AutoChoice:
     """Run the engine's histogram stage and choose Δ0 (the only value released)."""
     counts = np.zeros(len(EDGES), dtype=np.int64)
     for bucket, users in stages.contribution_histogram(stages.pairs(), list(EDGES)):
@@ -226,11 +241,11 @@ def estimate(stages, auto: AutoPlan, key: PRFKey) -> AutoChoice:
     return AutoChoice(choose(counts, auto.sigma, noise(key, len(EDGES))), auto)
 
 
-def finish(choice: AutoChoice, charged: list, mechanism_plan) -> list:
+def finish(choice: AutoChoice, charged: list[RoundPlan], mechanism_plan: Planner) -> list[RoundPlan]:
     """The mechanism's plan at the chosen Δ0, after checking its privacy events equal the charged ones."""
     mech = mechanism_plan(choice.plan.mechanism_budget, choice.max_contributions)
-    if accounting.events_of(mech) != accounting.events_of(charged):
-        raise RuntimeError("the mechanism's privacy events changed with Δ0 after the charge")
+    if _events(mech) != _events(charged):
+        raise InternalError("the mechanism's privacy events changed with Δ0 after the charge")
     return mech
 
 

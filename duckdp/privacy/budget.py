@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import InvalidParameter
-from ..validation import real
+from ..validation import delta as check_delta
+from ..validation import positive, real
 
 # The smallest total δ a release, a Session or `explain` accepts (checked in `make_budget`).
 MIN_DELTA = 2.0**-32            # = 2²⁰ cells of the sampler's 2⁵²-cell grid ≈ 2.33e-10
@@ -27,28 +29,14 @@ that extra term ≤ (1 + e^ε)·N·2⁻¹⁶·δ: ≤ 1.7 % of δ at ε = 1 and 
 error 2⁻⁵² could be claimed at all. The reported δ does not include the term.
 
 N ≤ R·Δ0 (the new user's ≤ Δ0 kept keys in each of R rounds) for basic, the weighted mechanisms,
-truncated geometric and DP-SIPS. Adaptive SIPS draws noise for every key in play, kept or not, so its
-N counts all of the new user's keys; for MAD, the policy mechanisms and count release, one user can
-change weights or counts of keys others hold, so N is bounded only by the keys present (and count
-release compares counts + β·g whose rounding grows with the counts): there the floor is a
-conservative guard, not a proof. δ-parts below the floor (a round's δ_j, count
-release's δ*) are allowed: they only raise thresholds, and a threshold beyond the grid's largest
-draw (8.21σ; Laplace 36.04λ; Gumbel 36.74β) makes a novel key's release rarer than δ_j, not likelier.
+truncated geometric and DP-SIPS. Adaptive SIPS draws noise for every key in play, kept or not, so
+its N counts all of the new user's keys; for MAD, the policy mechanisms and count release, one user
+can change weights or counts of keys others hold, so N is bounded only by the keys present (and
+count release compares counts + β·g whose rounding grows with the counts): there the floor is a
+conservative guard, not a proof. δ-parts below the floor (a round's δ_j, count release's δ*) are
+allowed: they only raise thresholds, and a threshold beyond the grid's largest draw (8.21σ; Laplace
+36.04λ; Gumbel 36.74β) makes a novel key's release rarer than δ_j, not likelier.
 """
-
-
-def _check_positive(name: str, value) -> float:
-    v = real(name, value)
-    if v <= 0:
-        raise InvalidParameter(f"{name} must be a finite number > 0, got {value!r}")
-    return v
-
-
-def _check_delta(value) -> float:
-    v = real("delta", value)
-    if not (0.0 < v < 1.0):
-        raise InvalidParameter(f"delta must be in (0, 1), got {value!r}")
-    return v
 
 
 @dataclass(frozen=True)
@@ -58,9 +46,9 @@ class EpsDelta:
     epsilon: float
     delta: float
 
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", _check_positive("epsilon", self.epsilon))
-        object.__setattr__(self, "delta", _check_delta(self.delta))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", positive("epsilon", self.epsilon))
+        object.__setattr__(self, "delta", check_delta(self.delta))
 
     def scaled(self, fraction: float) -> EpsDelta:
         """The share `fraction` of both ε and δ (used for basic-composition splits)."""
@@ -80,9 +68,9 @@ class ZCDP:
     rho: float
     delta: float
 
-    def __post_init__(self):
-        object.__setattr__(self, "rho", _check_positive("rho", self.rho))
-        object.__setattr__(self, "delta", _check_delta(self.delta))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", positive("rho", self.rho))
+        object.__setattr__(self, "delta", check_delta(self.delta))
 
     def scaled(self, fraction: float) -> ZCDP:
         return ZCDP(self.rho * fraction, self.delta * fraction)
@@ -117,7 +105,7 @@ def split_exact(budget: Budget, shares: list[float]) -> list:
     return [type(budget)(a, d) for a, d in parts]
 
 
-def make_budget(epsilon=None, delta=None, rho=None) -> Budget:
+def make_budget(epsilon: Any = None, delta: Any = None, rho: Any = None) -> Budget:
     """Build a budget from exactly one of `epsilon` / `rho`, plus `delta` ≥ MIN_DELTA (every entry point's
     check, before any data is read)."""
     if (epsilon is None) == (rho is None):

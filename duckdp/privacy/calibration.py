@@ -14,7 +14,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from ..errors import InvalidParameter
-from ..validation import integer
+from ..validation import max_contributions as check_max_contributions
 
 # Relative safety margin for rounding σ and thresholds up.
 _ROUND_UP = 1e-12
@@ -52,15 +52,6 @@ def constant_novelty(value: float) -> NoveltyBound:
     return lambda k: np.full(np.shape(k), float(value))
 
 
-# Largest Δ0 accepted: far beyond any real per-user key count, exact as a float, and planned by
-# `max_over_k` in well under a second (2⁵³ would take seconds: float noise terms flatten there).
-_MAX_CONTRIBUTIONS = 10**15
-
-
-def _check_max_contributions(max_contributions) -> int:
-    return integer("max_contributions", max_contributions, 1, _MAX_CONTRIBUTIONS)
-
-
 # Pruning slack of `max_over_k`, relative to the magnitudes compared: 100× the ≤ 1e-14 relative
 # error of evaluating ρ and the noise term in floats, so no k whose computed value could be the
 # maximum is ever pruned.
@@ -82,7 +73,7 @@ def max_over_k(novelty: NoveltyBound, noise_term: Callable[[np.ndarray], np.ndar
     bound comes within the slack of the maximum are split further, so for the smooth ρ and g used
     here a handful of refinements suffice even for Δ0 = 10¹².
     """
-    n = _check_max_contributions(max_contributions)
+    n = check_max_contributions(max_contributions)
     lo, hi = np.array([1], dtype=np.int64), np.array([n], dtype=np.int64)
     best = -math.inf
     while lo.size:

@@ -22,11 +22,12 @@ rounded up, and Σ δ_j is exactly the novel-key share.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..errors import InvalidParameter
-from .budget import ZCDP, Budget, EpsDelta, _exact_parts
+from .budget import Budget, EpsDelta, _exact_parts
 from .calibration import _up, analytic_gaussian_sigma, zcdp_sigma
 from .conversions import approx_zcdp_epsilon
 
@@ -40,7 +41,7 @@ class GaussianRounds(NamedTuple):
     novel_deltas: list[float]
 
 
-def _check_shares(shares, sensitivities) -> list[float]:
+def _check_shares(shares: Sequence[float], sensitivities: Sequence[float]) -> list[float]:
     shares = [float(s) for s in shares]
     if not shares or min(shares) <= 0 or not math.isclose(math.fsum(shares), 1.0, rel_tol=0, abs_tol=1e-12):
         raise InvalidParameter(f"round shares must be > 0 and sum to 1, got {shares!r}")
@@ -49,7 +50,8 @@ def _check_shares(shares, sensitivities) -> list[float]:
     return shares
 
 
-def gaussian_rounds(budget: Budget, shares, sensitivities=None) -> GaussianRounds:
+def gaussian_rounds(budget: Budget, shares: Sequence[float],
+                    sensitivities: Sequence[float] | None = None) -> GaussianRounds:
     """σ_j and δ_j of Gaussian rounds that together spend exactly `budget` (see the module docstring).
 
     `shares[j]` is round j's share of μ² (of ρ under zCDP) and of the novel-key δ; `sensitivities[j]`
@@ -102,22 +104,10 @@ class Spent:
 
     @classmethod
     def of(cls, budgets: list[Budget]) -> Spent:
-        """Compose round budgets: additively for zCDP (Bun–Steinke Lemma 8.2 via DP-SIPS Lemma 6,
-        δ's summed as an upper bound) and by basic composition for (ε, δ)-DP (Dwork–Roth Thm 3.16).
-        Gaussian rounds composed exactly (`gaussian_rounds`) carry shares of the budget they were
-        calibrated to jointly, so their sum is that budget."""
-        if not budgets:
-            raise ValueError("a release spends at least one round's budget")
-        zcdp = [b for b in budgets if isinstance(b, ZCDP)]
-        if len(zcdp) == len(budgets):
-            rho = sum(b.rho for b in zcdp)
-            delta = min(sum(b.delta for b in zcdp), 1.0)
-            epsilon, delta_dp = zcdp_as_dp(rho, delta)
-            return cls(epsilon, delta_dp, rho, delta)
-        approx = [b for b in budgets if isinstance(b, EpsDelta)]
-        if len(approx) == len(budgets):
-            return cls(sum(b.epsilon for b in approx), min(sum(b.delta for b in approx), 1.0))
-        raise ValueError("cannot compose a mix of zCDP and (ε, δ) rounds")
+        """The nominal composition of round budgets (privacy/accountant.nominal_spent, the one place)."""
+        from .accountant import nominal_spent
+        from .events import ComposedEvent, budget_event
+        return nominal_spent(ComposedEvent(tuple(budget_event(b) for b in budgets)))
 
     def as_dict(self) -> dict:
         out: dict[str, float | None] = {"epsilon": self.epsilon, "delta": self.delta}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from ..errors import InvalidParameter
 from .calibration import NoveltyBound
 
 
-def _real(name: str, value, lo: float | None = None, hi: float | None = None) -> float:
+def _real(name: str, value: Any, lo: float | None = None, hi: float | None = None) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
         raise InvalidParameter(f"{name} must be a finite number, got {value!r}")
     v = float(value)
@@ -26,19 +27,19 @@ def _real(name: str, value, lo: float | None = None, hi: float | None = None) ->
     return v
 
 
-def check_degree(name: str, value) -> int:
+def check_degree(name: str, value: Any) -> int:
     """An adaptive-degree bound: an integer ≥ 1 (§5, adaptive users A = {Δ_min ≤ d_u ≤ Δ_max})."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise InvalidParameter(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
 
 
-def check_excess(value) -> float:
+def check_excess(value: Any) -> float:
     """b ≥ 0 in τ = T + bσ (§5): items are truncated no lower than the release threshold T."""
     return _real("adaptive_excess", value, 0.0)
 
 
-def check_split(value) -> float:
+def check_split(value: Any) -> float:
     """α ∈ (0, 1): round 1 gets (αε, αδ), round 2 the rest (§6)."""
     v = _real("split", value)
     if not 0.0 < v < 1.0:
@@ -46,12 +47,12 @@ def check_split(value) -> float:
     return v
 
 
-def check_confidence(name: str, value) -> float:
+def check_confidence(name: str, value: Any) -> float:
     """c_L, c_U ≥ 0: confidence multipliers of σ1 (§6; a heuristic that does not affect privacy)."""
     return _real(name, value, 0.0)
 
 
-def check_beta_min(value) -> float:
+def check_beta_min(value: Any) -> float:
     """β_min ∈ (0, 1] (§4: biases are clipped to [β_min, 1])."""
     v = _real("beta_min", value)
     if not 0.0 < v <= 1.0:
@@ -59,7 +60,7 @@ def check_beta_min(value) -> float:
     return v
 
 
-def check_beta_max(value) -> float:
+def check_beta_max(value: Any) -> float:
     """β_max ≥ 1 (§4: the per-item cap β_max/√d must allow the unit-norm vector 1/√d)."""
     return _real("beta_max", value, 1.0)
 
@@ -69,7 +70,7 @@ def max_reroute_fraction(beta_min: float, max_degree: int) -> float:
     return beta_min * (1.0 / math.sqrt(max_degree) - 1.0 / (2.0 * max_degree))
 
 
-def reroute_fraction(requested, beta_min: float, beta_max: float, max_degree: int) -> float:
+def reroute_fraction(requested: Any, beta_min: float, beta_max: float, max_degree: int) -> float:
     """The reroute fraction f: f* by default; a smaller f is allowed, a larger one refused.
 
     Also checks f·β_max ≤ 1/2, which Lemma 5.4 needs for novel sensitivity β_max/√k (spec §5.2, §6).
