@@ -15,6 +15,7 @@ from scipy.special import ndtri
 import duckdp
 from duckdp.mechanisms import get
 from duckdp.mechanisms.adaptive_sips import AdaptiveSIPS, round_vectors
+from duckdp.mechanisms.adaptive_sips import duckdb as own
 from duckdp.mechanisms.dpsips import DPSIPS
 from duckdp.privacy.budget import ZCDP
 from duckdp.rng import Randomness
@@ -103,7 +104,7 @@ def _state(stages, state_rows):
     name = ctx.temp_table("state")
     ctx.con.execute(f"CREATE TEMP TABLE {name} (_dp_k0 VARCHAR, _dp_level DOUBLE, _dp_round INTEGER)")
     ctx.con.executemany(f"INSERT INTO {name} VALUES (?, ?, ?)", state_rows)
-    return stages._table(name)
+    return stages.table(name)
 
 
 def _sql_vectors(con, state_rows, d0, cap, seed=0) -> list[tuple]:
@@ -113,8 +114,8 @@ def _sql_vectors(con, state_rows, d0, cap, seed=0) -> list[tuple]:
     try:
         stages = DuckDBStages(ctx)
         pairs = stages.store(stages.pairs(), "pairs")
-        remaining = stages.adaptive_sips_remaining(pairs, _state(stages, state_rows))
-        vectors = stages.adaptive_sips_vectors(stages.truncate(stages.sized(remaining), d0), cap)
+        remaining = own.remaining(stages, pairs, _state(stages, state_rows))
+        vectors = own.vectors(stages, stages.truncate(stages.sized(remaining), d0), cap)
         return con.sql(f"SELECT r._dp_user, r._dp_k0, v._dp_x IS NOT NULL, coalesce(v._dp_x, 0.0) "
                        f"FROM ({remaining.sql}) r LEFT JOIN ({vectors.sql}) v USING (_dp_user, _dp_k0)",
                        params=merge(remaining.params, vectors.params)).fetchall()
@@ -250,9 +251,9 @@ def test_sql_state_covers_every_key_of_the_remaining_sets(con, monkeypatch):
         stages = DuckDBStages(ctx)
         pairs = stages.store(stages.pairs(), "pairs")
         plan = MECH.plan(ZCDP(1.0, 1e-3), 3, DEFAULT)
-        remaining = stages.adaptive_sips_remaining(pairs, None)
-        stages.adaptive_sips_state(remaining, round_vectors(stages, remaining, plan[0], 3), None, plan[0],
-                                   DEFAULT | {"max_contributions": 3}, 0)
+        remaining = own.remaining(stages, pairs, None)
+        own.state(stages, remaining, round_vectors(stages, own, remaining, plan[0], 3), None, plan[0],
+                  DEFAULT | {"max_contributions": 3}, 0)
     finally:
         ctx.close()
     (weights,) = seen
@@ -285,10 +286,10 @@ def _novel_rounds(con, plan, seed) -> list[int | None]:
         pairs = stages.store(stages.pairs(), "pairs")
         state = None
         for j, rp in enumerate(plan):
-            remaining = stages.adaptive_sips_remaining(pairs, state)
-            state, _ = stages.adaptive_sips_state(remaining, round_vectors(stages, remaining, rp, AUDIT_D0), state,
-                                                  rp, DEFAULT | {"max_contributions": AUDIT_D0}, j)
-        table = stages._name(state)
+            remaining = own.remaining(stages, pairs, state)
+            state, _ = own.state(stages, remaining, round_vectors(stages, own, remaining, rp, AUDIT_D0), state,
+                                 rp, DEFAULT | {"max_contributions": AUDIT_D0}, j)
+        table = stages.table_name(state)
         rows = con.sql(f"SELECT (substr(_dp_k0, 2)::INT - 1000) // {AUDIT_D0}, min(_dp_round) FROM {table} "
                        f"WHERE _dp_round IS NOT NULL AND substr(_dp_k0, 2)::INT >= 1000 GROUP BY ALL").fetchall()
     finally:
