@@ -15,11 +15,17 @@ reads more than once are persisted (`store`) and unpersisted when the run closes
 """
 from __future__ import annotations
 
+import re
+import secrets
+
 import pyarrow as pa
 
 from ..stages.base import Engine, Rule
+from ..templates import load
 from .noise import noised, scan_noisy
 from .source import SparkSource
+
+_PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")      # a template's bound value (duckdp/templates.py)
 
 
 class SparkStages(Engine):
@@ -33,6 +39,21 @@ class SparkStages(Engine):
         self.randomness = randomness
         self.keys = source.keys
         self._stored: list = []
+        self._run_id = secrets.token_hex(6)
+        self._views: list[str] = []
+
+    def template(self, name: str, frames: dict, params: dict):
+        """Run the DuckDB template `name` itself on Spark (`spark.sql`), where its SQL is also Spark SQL:
+        each frame in `frames` fills its identifier hole as a run-unique temp view, `{keys}` the internal
+        key columns, and each `$param` is bound as the named marker `:param` (values never pasted)."""
+        idents = {"keys": ", ".join(self.keys)}
+        for hole, frame in frames.items():
+            view = f"_duckdp_{self._run_id}_{hole}{len(self._views)}"
+            frame.createOrReplaceTempView(view)
+            self._views.append(view)
+            idents[hole] = f"`{view}`"
+        text, bound = load(name).render(idents, params)
+        return self.spark.sql(_PARAM.sub(r":\1", text), args=bound)
 
     # -- shared stages (sql/stage_pairs.sql, weights.sql, basic.sql, dpsips_*.sql) -----------------------
     def pairs(self):
@@ -135,3 +156,9 @@ class SparkStages(Engine):
             except Exception:
                 pass
         self._stored.clear()
+        for view in self._views:
+            try:
+                self.spark.catalog.dropTempView(view)
+            except Exception:
+                pass
+        self._views.clear()

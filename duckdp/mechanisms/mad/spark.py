@@ -14,22 +14,12 @@ def mad_vectors(engine: SparkStages, kept):
 
 
 def mad_weights(engine: SparkStages, vectors, plan):
-    """MAD stages 1–4 (sql/mad_weights.sql; spec §5): truncate at τ, return excess, reroute f."""
-    from pyspark.sql import functions as F
-
-    keys, d, uw = engine.keys, F.col("_dp_d"), F.col("_dp_uw")
-    adaptive = d.between(plan.extra.min_degree, plan.extra.max_degree)
-    tau = F.lit(plan.extra.tau)
-    initial = vectors.where(adaptive).groupBy(*keys).agg(F.sum(uw / F.sqrt(d)).alias("_dp_init"))
-    truncated = (initial.where(F.col("_dp_init") > tau)
-                 .select(*keys, ((F.col("_dp_init") - tau) / F.col("_dp_init")).alias("_dp_ratio")))
-    excess = (vectors.where(adaptive).join(truncated, keys).groupBy("_dp_user")
-              .agg(F.sum(F.col("_dp_ratio") * uw / F.sqrt(d)).alias("_dp_e")))
-    rerouted = F.when(adaptive, F.lit(plan.extra.reroute) * F.coalesce(F.col("_dp_e"), F.lit(0.0)) * uw
-                      + (1 - 1 / F.sqrt(d)) * uw).otherwise(uw)
-    return (vectors.join(excess, "_dp_user", "left").groupBy(*keys)
-            .agg((F.least(F.coalesce(F.sum(F.when(adaptive, uw / F.sqrt(d))), F.lit(0.0)), tau)
-                  + F.sum(rerouted)).alias("_dp_w")))
+    """MAD stages 1–4 (spec §5): truncate at τ, return excess, reroute f — the DuckDB template
+    mad_weights.sql itself, run by `spark.sql` over the vectors (benchmarks/bench_spark_template.py)."""
+    x = plan.extra
+    return engine.template("mad_weights", {"bounded": vectors},
+                           {"min_degree": x.min_degree, "max_degree": x.max_degree, "tau": x.tau,
+                            "reroute": x.reroute})
 
 
 def mad2r_screen(engine: SparkStages, pairs, vectors, plan1, plan2, max_contributions: int):
