@@ -233,6 +233,21 @@ def test_same_keys_as_duckdb_for_the_same_seed(spark):
         assert sorted(s.to_arrow().column(0).to_pylist()) == sorted(d.to_arrow().column(0).to_pylist())
 
 
+def test_own_stages_same_keys_as_duckdb_for_the_same_seed(spark):
+    """The mechanism folders' own stages (MAD/MAD2R, adaptive SIPS: templates run by spark.sql, the
+    `decide` rule on the executors) agree with DuckDB's: same seed, no truncation active, the same
+    released keys round by round."""
+    table = shared("reddit_1pct_unigrams", 400)
+    d0 = max_keys_per_user(table)
+    for algo in ("mad", "mad2r", "adaptive_sips"):
+        s = duckdp.select(spark, spark.createDataFrame(table), algo=algo, rho=0.5, delta=1e-6,
+                          max_contributions=d0, seed=7)
+        d = duckdp.select(duckdb.connect(), table, algo=algo, rho=0.5, delta=1e-6, max_contributions=d0, seed=7)
+        assert s.to_arrow().column(0).to_pylist() == d.to_arrow().column(0).to_pylist(), algo
+        assert [r.released for r in s.rounds] == [r.released for r in d.rounds], algo
+        assert len(d) > 0, algo
+
+
 def test_neighbours_list_released_keys_identically(spark):
     """Issue 18 §1 on Spark: 100 keys held by 60 users each (rows shuffled) and a neighbour with one more
     user holding k050 and 50 keys of its own. Spark's partitioning orders keys by hash; the release must

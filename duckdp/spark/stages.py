@@ -42,16 +42,17 @@ class SparkStages(Engine):
         self._run_id = secrets.token_hex(6)
         self._views: list[str] = []
 
-    def template(self, name: str, frames: dict, params: dict):
+    def template(self, name: str, frames: dict, params: dict, subqueries: tuple[str, ...] = ()):
         """Run the DuckDB template `name` itself on Spark (`spark.sql`), where its SQL is also Spark SQL:
-        each frame in `frames` fills its identifier hole as a run-unique temp view, `{keys}` the internal
-        key columns, and each `$param` is bound as the named marker `:param` (values never pasted)."""
+        each frame in `frames` fills its identifier hole as a run-unique temp view (as `SELECT * FROM`
+        it for the holes named in `subqueries`, which the template reads as a query), `{keys}` the
+        internal key columns, and each `$param` is bound as the named marker `:param` (values never pasted)."""
         idents = {"keys": ", ".join(self.keys)}
         for hole, frame in frames.items():
             view = f"_duckdp_{self._run_id}_{hole}{len(self._views)}"
             frame.createOrReplaceTempView(view)
             self._views.append(view)
-            idents[hole] = f"`{view}`"
+            idents[hole] = f"SELECT * FROM `{view}`" if hole in subqueries else f"`{view}`"
         text, bound = load(name).render(idents, params)
         return self.spark.sql(_PARAM.sub(r":\1", text), args=bound)
 

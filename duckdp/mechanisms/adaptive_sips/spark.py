@@ -16,25 +16,14 @@ def remaining(engine: SparkStages, pairs, state):
 
 
 def vectors(engine: SparkStages, kept, cap: float):
-    """Each user's capped unit-norm vector over R̃_u (sql/adaptive_sips_vectors.sql): level-1 entries
-    min(1/√Σl², c/√d), lower levels scaled to the remaining norm, every entry capped at c/√d."""
-    from pyspark.sql import functions as F
-
-    lvl, d = F.col("_dp_level"), F.col("_dp_d")
-    stats = kept.groupBy("_dp_user").agg(
-        F.sum(lvl * lvl).alias("_dp_ss"), F.count(F.when(lvl >= 1.0, 1)).alias("_dp_nhi"),
-        F.coalesce(F.sum(F.when(lvl < 1.0, lvl * lvl)), F.lit(0.0)).alias("_dp_sslo"))
-    capped = F.lit(cap) / F.sqrt(d)
-    scaled = kept.join(stats, "_dp_user").withColumn("_dp_hi", F.least(1.0 / F.sqrt(F.col("_dp_ss")), capped))
-    low = F.least(lvl * F.sqrt(F.greatest(1.0 - F.col("_dp_nhi") * F.col("_dp_hi") * F.col("_dp_hi"), F.lit(0.0))
-                               / F.col("_dp_sslo")), capped)
-    return scaled.select("_dp_user", *engine.keys, F.when(lvl >= 1.0, F.col("_dp_hi")).otherwise(low).alias("_dp_x"))
+    """Step 3, each user's capped unit-norm vector over R̃_u: the DuckDB template
+    adaptive_sips_vectors.sql itself, run by `spark.sql` (benchmarks/bench_spark_template.py)."""
+    return engine.template("adaptive_sips_vectors", {"kept": kept}, {"cap": cap}, subqueries=("kept",))
 
 
 def weights(engine: SparkStages, vectors):
-    from pyspark.sql import functions as F
-
-    return vectors.groupBy(*engine.keys).agg(F.sum("_dp_x").alias("_dp_w"))
+    """Step 4, w_i = Σ_u x_ui over ∪R̃_u: the DuckDB template adaptive_sips_weights.sql, run by `spark.sql`."""
+    return engine.template("adaptive_sips_weights", {"vectors": vectors}, {}, subqueries=("vectors",))
 
 
 def state(engine: SparkStages, remaining, vectors, state, plan, params: dict, index: int):
