@@ -6,7 +6,8 @@ truncate → weights → release/decide → remove/store. A mechanism's own Spar
 folder (duckdp/mechanisms/<family>/spark.py). `decide` runs the mechanism's numpy rule on the
 executors (`noise.scan_noisy`).
 Each method computes what the DuckDB template named in its docstring computes, with the DataFrame
-API (no SQL text, no translated templates).
+API; where a template's SQL is also Spark SQL, a stage runs the template itself (`template`:
+`spark.sql` over temp views, values bound as named markers), so the formula exists once.
 
 Truncation keeps, for each user over Δ0, the Δ0 keys of smallest `xxhash64(salt, user, keys…)`
 under a fresh salt, ties broken by the key values so that a recomputed partition keeps the same

@@ -1,5 +1,6 @@
-"""Adaptive SIPS's own stages on Spark DataFrames: each function computes what the DuckDB template named
-in its docstring computes (./sql; spec docs/specs/adaptive-sips.md)."""
+"""Adaptive SIPS's own stages on Spark: steps 3–4 are the DuckDB templates themselves (./sql by
+`spark.sql`); the others compute, with the DataFrame API, what the template named in their docstring
+computes (spec docs/specs/adaptive-sips.md)."""
 from __future__ import annotations
 
 from ...spark.stages import SparkStages

@@ -1,5 +1,6 @@
-"""MAD and MAD2R's own stages on Spark DataFrames: each function computes what the DuckDB template named
-in its docstring computes (./sql; spec docs/specs/mad-mad2r.md)."""
+"""MAD and MAD2R's own stages on Spark: MAD's weighting is the DuckDB template itself (./sql/mad_weights.sql
+by `spark.sql`); the others compute, with the DataFrame API, what the template named in their docstring
+computes (spec docs/specs/mad-mad2r.md)."""
 from __future__ import annotations
 
 from ...spark.stages import SparkStages
