@@ -1,4 +1,9 @@
-"""The `duckdp` command line: select, demo, algorithms, macros.
+"""The `duckdp` command line: select, count-release, explain, demo, algorithms, macros.
+
+`select` and `count-release` are one-shot releases unless `--ledger FILE` names a DuckDB database
+holding a Session ledger (duckdp/session.py): the run is then charged to that ledger's total budget
+(`--total-epsilon`/`--total-rho`, `--total-delta`), refused before reading data if it would not fit,
+and the ledger (guarded like every persisted ledger) survives across commands.
 
 Exit codes: 0 success; 2 bad usage or bad input (one clear line on stderr, no traceback);
 1 internal error. Progress messages go to stderr only when it is a terminal, so piped or
@@ -20,12 +25,15 @@ import duckdb
 
 from . import __version__, datasets
 from .api import algorithms, select
+from .count_release import count_release
 from .errors import DuckDPError, InvalidParameter, SchemaError
+from .explain import explain
 from .macros import macro_sql, write_macro_file
 from .mechanisms import get
 from .privacy.budget import EpsDelta, make_budget
 from .privacy.calibration import _check_max_contributions
 from .privacy.composition import zcdp_as_dp
+from .session import Session
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 _PARQUET = (".parquet", ".pq")
@@ -207,32 +215,113 @@ def _contributions(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {text!r}") from None
 
 
-def _select(args) -> int:
+_LEDGER_ALIAS = "duckdp_ledger_db"
+
+
+def _check_ledger_args(args) -> None:
+    """--ledger needs the ledger's total budget; the total flags need --ledger (checked before any run)."""
+    totals = args.total_epsilon is not None or args.total_rho is not None or args.total_delta is not None
+    if args.ledger is None:
+        if totals:
+            raise InvalidParameter("--total-epsilon/--total-rho/--total-delta set a ledger's budget: add --ledger FILE")
+        return
+    if (args.total_epsilon is None) == (args.total_rho is None) or args.total_delta is None:
+        raise InvalidParameter("--ledger needs the ledger's total budget: --total-epsilon E or --total-rho R, "
+                               "and --total-delta D (the same every time the ledger is used)")
+    if Path(args.ledger).resolve() == Path(args.input).resolve():
+        raise InvalidParameter("--ledger must not be the input file")
+    make_budget(epsilon=args.total_epsilon, rho=args.total_rho, delta=args.total_delta)
+
+
+def _session(con, args) -> Session | None:
+    """The Session of --ledger FILE: the database attached read-write to the run's connection, its
+    ledger in table --ledger-table (created on first use; guarded, duckdp/ledger_guard.py)."""
+    if args.ledger is None:
+        return None
+    try:
+        con.execute(f"ATTACH $path AS {_LEDGER_ALIAS} (READ_WRITE)", {"path": str(args.ledger)})
+    except duckdb.Error as exc:
+        raise InvalidParameter(f"cannot open ledger database {args.ledger!r}: {_first_line(exc)}") from None
+    return Session(con, epsilon=args.total_epsilon, rho=args.total_rho, delta=args.total_delta,
+                   ledger_table=(_LEDGER_ALIAS, "main", args.ledger_table))
+
+
+def _item_col(args):
+    return args.item_col[0] if len(args.item_col) == 1 else list(args.item_col)
+
+
+def _run_release(args, run) -> int:
+    """Shared by select and count-release: checks → open input → `run(con, table, session)` → write →
+    report (and the ledger's remaining budget)."""
     progress = _progress(args)
-    params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
-    get(args.algo)  # unknown algorithm: fail before touching the input
     _check_output(args.output, args.input)
+    _check_ledger_args(args)
     progress(f"reading {args.input}")
     con, table = _open_input(args.input, args.table)
     try:
         if sys.stdout.isatty() and sys.stderr.isatty() and not args.json:
             con.execute("SET enable_progress_bar = true")
-        progress(f"running {args.algo}")
-        release = select(con, table, algo=args.algo, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
-                         max_contributions=args.max_contributions, user_col=args.user_col,
-                         item_col=args.item_col[0] if len(args.item_col) == 1 else list(args.item_col),
-                         seed=args.seed, **params)
+        session = _session(con, args)
+        release = run(con, table, session)
         if table != args.input:  # a table inside a database file
             release = dataclasses.replace(release, input=f"{args.input} :: {table}")
         progress(f"writing {args.output}")
         _write(release, args.output)
+        remaining = None if session is None else session.remaining
     finally:
         con.close()
     if args.json:
-        print(json.dumps(_release_json(release, args.output), default=_jsonable, indent=2))
+        out = _release_json(release, args.output)
+        if remaining is not None:
+            out["ledger"] = {"file": args.ledger, "table": args.ledger_table, "remaining": remaining.as_dict()}
+        print(json.dumps(out, default=_jsonable, indent=2))
     else:
         print(release.report())
         print(f"  wrote {len(release):,} keys to {args.output}")
+        if remaining is not None:
+            print(f"  ledger {args.ledger} ({args.ledger_table}): remaining {remaining}")
+    return EXIT_OK
+
+
+def _select(args) -> int:
+    params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
+    get(args.algo)  # unknown algorithm: fail before touching the input
+    progress = _progress(args)
+
+    def run(con, table, session):
+        progress(f"running {args.algo}")
+        call = select if session is None else (lambda c, *a, **kw: session.select(*a, **kw))
+        return call(con, table, algo=args.algo, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
+                    max_contributions=args.max_contributions, user_col=args.user_col, item_col=_item_col(args),
+                    seed=args.seed, **params)
+
+    return _run_release(args, run)
+
+
+def _count_release(args) -> int:
+    params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
+    progress = _progress(args)
+
+    def run(con, table, session):
+        progress("running count release")
+        call = count_release if session is None else (lambda c, *a, **kw: session.count_release(*a, **kw))
+        return call(con, table, rho=args.rho, delta=args.delta, user_col=args.user_col, item_col=_item_col(args),
+                    seed=args.seed, **params)
+
+    return _run_release(args, run)
+
+
+def _explain(args) -> int:
+    params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
+    ex = explain(args.algo, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
+                 max_contributions=args.max_contributions, keys_per_user=args.keys_per_user, **params)
+    if args.json:
+        print(json.dumps({"algo": ex.algo, "citation": ex.citation, "budget": ex.budget.as_dict(),
+                          "max_contributions": ex.max_contributions, "params": ex.params,
+                          "users_needed": ex.to_arrow().to_pylist(), "notes": ex.notes},
+                         default=_jsonable, indent=2))
+    else:
+        print(ex)
     return EXIT_OK
 
 
@@ -339,6 +428,26 @@ def _macros(args) -> int:
 
 # --- parser ----------------------------------------------------------------------------------
 
+def _input_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", metavar="INPUT", help="parquet/CSV/JSON file or glob, or a DuckDB database file")
+    parser.add_argument("--user-col", default="user_id", help="user id column (user_id)")
+    parser.add_argument("--item-col", action="append", default=None,
+                        help="key column (item); repeat for a composite key")
+    parser.add_argument("--table", help="table or view, for a DuckDB database INPUT (opened read-only)")
+
+
+def _output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", required=True, help="where to write the released keys (.parquet or .csv)")
+    parser.add_argument("--seed", type=int, help="reproducible run (tests and demos only: not private)")
+    parser.add_argument("--json", action="store_true", help="print a machine-readable summary instead of the report")
+    ledger = parser.add_argument_group("budgeted runs", "charge the run to a Session ledger kept in a DuckDB file")
+    ledger.add_argument("--ledger", metavar="FILE", help="DuckDB database holding the ledger (created if absent)")
+    ledger.add_argument("--ledger-table", default="duckdp_ledger", help="ledger table in FILE (duckdp_ledger)")
+    ledger.add_argument("--total-epsilon", type=float, help="the ledger's total ε (an (ε, δ) ledger)")
+    ledger.add_argument("--total-rho", type=float, help="the ledger's total ρ (a zCDP ledger)")
+    ledger.add_argument("--total-delta", type=float, help="the ledger's total δ")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="duckdp", description="Differentially private partition selection in DuckDB")
     parser.add_argument("--version", action="version", version=f"duckdp {__version__}")
@@ -346,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sel = sub.add_parser("select", help="release keys of a parquet/CSV/JSON file, glob or DuckDB table",
                          description="Release the keys (items) of INPUT under user-level differential privacy.")
-    sel.add_argument("input", metavar="INPUT", help="parquet/CSV/JSON file or glob, or a DuckDB database file")
+    _input_arguments(sel)
     sel.add_argument("--algo", default="weighted_gaussian", help="mechanism (see `duckdp algorithms`)")
     budget = sel.add_mutually_exclusive_group(required=True)
     budget.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
@@ -354,16 +463,36 @@ def build_parser() -> argparse.ArgumentParser:
     sel.add_argument("--delta", type=float, required=True, help="δ (required)")
     sel.add_argument("--max-contributions", type=_contributions, default=100, metavar="Δ0",
                      help="keys kept per user (100), or 'auto': chosen privately with 1%% of the budget")
-    sel.add_argument("--user-col", default="user_id", help="user id column (user_id)")
-    sel.add_argument("--item-col", action="append", default=None,
-                     help="key column (item); repeat for a composite key")
-    sel.add_argument("--table", help="table or view, for a DuckDB database INPUT (opened read-only)")
-    sel.add_argument("-o", "--output", required=True, help="where to write the released keys (.parquet or .csv)")
     sel.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                      help="mechanism parameter, e.g. --param iterations=3 (repeatable)")
-    sel.add_argument("--seed", type=int, help="reproducible run (tests and demos only: not private)")
-    sel.add_argument("--json", action="store_true", help="print a machine-readable summary instead of the report")
+    _output_arguments(sel)
     sel.set_defaults(func=_select)
+
+    pcr = sub.add_parser("count-release", help="release keys with noisy distinct-user counts (Private Count Release)",
+                         description="Release keys of INPUT with their noisy distinct-user counts under δ-approximate "
+                                     "ρ-zCDP (Rogers et al., Private Count Release).")
+    _input_arguments(pcr)
+    pcr.add_argument("--rho", type=float, required=True, help="ρ of the zCDP budget")
+    pcr.add_argument("--delta", type=float, required=True, help="δ")
+    pcr.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                     help="initial_epsilon, delta_per_call, kbar or relative_error, e.g. --param kbar=1000")
+    _output_arguments(pcr)
+    pcr.set_defaults(func=_count_release)
+
+    exp = sub.add_parser("explain", help="what a key needs to be released at a budget (no data read)",
+                         description="Explain, from the privacy budget alone, the noise and threshold of each "
+                                     "round and how many users a key needs to be released.")
+    exp.add_argument("algo", metavar="ALGO", help="mechanism (see `duckdp algorithms`)")
+    exp_budget = exp.add_mutually_exclusive_group(required=True)
+    exp_budget.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
+    exp_budget.add_argument("--rho", type=float, help="ρ of a δ-approximate ρ-zCDP budget")
+    exp.add_argument("--delta", type=float, required=True, help="δ (required)")
+    exp.add_argument("--max-contributions", type=int, default=100, metavar="Δ0", help="keys kept per user (100)")
+    exp.add_argument("--keys-per-user", type=int, nargs="+", metavar="K",
+                     help="rows of the users table: keys each holder holds (default 1, 2, 5, … up to Δ0)")
+    exp.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="mechanism parameter")
+    exp.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    exp.set_defaults(func=_explain)
 
     demo = sub.add_parser("demo", help="compare the mechanisms on the built-in demo dataset")
     demo.add_argument("--algos", nargs="+", help="mechanisms to run (default: every registered one)")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+pytest.register_assert_rewrite("contract_stages", "reference_engine")     # the shared stage contract's asserts
 
 
 @pytest.fixture(autouse=True)

@@ -2,6 +2,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Iterable
+
+
+def kept_weights(kept: Iterable[tuple[Hashable, float]], exponent: float) -> dict:
+    """Per-key weights of kept (key, d) pairs, d = the pair's user's kept size: Σ d^(−exponent)."""
+    weights: dict = defaultdict(float)
+    for key, d in kept:
+        weights[key] += d ** (-exponent)
+    return dict(weights)
 
 
 def basic_weights(users, items, exponent: float, max_contributions: int) -> dict:
@@ -9,14 +18,9 @@ def basic_weights(users, items, exponent: float, max_contributions: int) -> dict
     sets = defaultdict(set)
     for u, i in zip(users, items, strict=True):
         sets[u].add(i)
-    weights = defaultdict(float)
-    for s in sets.values():
-        if len(s) > max_contributions:
-            raise ValueError("reference is for inputs without truncation")
-        w = len(s) ** (-exponent)
-        for i in s:
-            weights[i] += w
-    return dict(weights)
+    if any(len(s) > max_contributions for s in sets.values()):
+        raise ValueError("reference is for inputs without truncation")
+    return kept_weights(((i, len(s)) for s in sets.values() for i in s), exponent)
 
 
 EXPONENT = {"weighted_gaussian": 0.5, "weighted_laplace": 1.0, "count_gaussian": 0.0, "count_laplace": 0.0}

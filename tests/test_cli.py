@@ -110,6 +110,17 @@ BAD = [
     (["demo", "--delta", "2e-10"], "below the floor MIN_DELTA"),
     (["demo", "--max-contributions", "0"], "max_contributions must be an integer >= 1"),
     (["demo", "--algos", "gw"], "no mechanism could run"),
+    (["select", "in.parquet", *BUDGET, "-o", "x.parquet", "--total-rho", "1"], "add --ledger FILE"),
+    (["select", "in.parquet", *BUDGET, "-o", "x.parquet", "--ledger", "l.duckdb"], "needs the ledger's total budget"),
+    (["select", "in.parquet", *BUDGET, "-o", "x.parquet", "--ledger", "l.duckdb", "--total-rho", "1",
+      "--total-epsilon", "1", "--total-delta", "1e-5"], "needs the ledger's total budget"),
+    (["select", "in.duckdb", "--table", "reviews", *BUDGET, "-o", "x.parquet", "--ledger", "in.duckdb",
+      "--total-epsilon", "9", "--total-delta", "1e-5"], "must not be the input"),
+    (["count-release", "in.parquet", "--rho", "-1", "--delta", "1e-6", "-o", "x.parquet"], "rho must be"),
+    (["count-release", "in.parquet", "--rho", "1", "--delta", "1e-6", "-o", "x.parquet", "--param", "kbar=0"],
+     "kbar"),
+    (["explain", "nope", "--rho", "1", "--delta", "1e-6"], "unknown algo 'nope'"),
+    (["explain", "dpsips", "--rho", "1", "--delta", "1e-13"], "below the floor MIN_DELTA"),
 ]
 
 
@@ -138,6 +149,58 @@ def test_bad_input_exits_2_with_a_clear_message(data, monkeypatch, capsys, args,
     assert message in err and "Traceback" not in err
     assert not (data / "x.parquet").exists()
     assert (data / "in.parquet").read_bytes() == before
+
+
+def test_count_release_command_writes_keys_with_noisy_counts(tmp_path):
+    duckdb.sql("SELECT u AS user_id, 'w' || ((u + j) % 10) AS item FROM range(2000) r(u), range(2) s(j)").write_parquet(
+        str(tmp_path / "pcr_in.parquet"))                   # 10 keys of ~400 users each
+    proc = run("count-release", "pcr_in.parquet", "--rho", "0.5", "--delta", "1e-6", "-o", "pcr.csv", "--seed", "3",
+               "--param", "kbar=20", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    table = duckdb.sql(f"SELECT * FROM read_csv('{tmp_path / 'pcr.csv'}')").to_arrow_table()
+    assert out["algo"] == "pcr" and out["seeded"] and out["released"] == table.num_rows > 0
+    assert table.column_names == ["item", "noisy_count", "sigma"]
+    assert table.column("item").to_pylist() == sorted(table.column("item").to_pylist())
+
+
+def test_explain_command_text_and_json():
+    text = run("explain", "dpsips", "--rho", "0.1", "--delta", "1e-6", "--max-contributions", "10")
+    assert text.returncode == 0, text.stderr
+    ex = duckdp.explain("dpsips", rho=0.1, delta=1e-6, max_contributions=10)
+    assert text.stdout.strip() == str(ex).strip()
+    js = run("explain", "weighted_gaussian", "--epsilon", "1", "--delta", "1e-6", "--keys-per-user", "1", "7",
+             "--json")
+    assert js.returncode == 0, js.stderr
+    rows = json.loads(js.stdout)["users_needed"]
+    assert [r["keys_per_user"] for r in rows] == [1, 7] and all(r["users_50"] > 0 for r in rows)
+
+
+def test_ledger_charges_runs_across_commands_and_refuses_an_overrun(data, tmp_path):
+    """--ledger FILE: each run is charged to the file's Session ledger; the run that would exceed the
+    total is refused before reading data (exit 2, no output) and the ledger remembers across processes."""
+    ledger = tmp_path / "budget.duckdb"
+    total = ["--ledger", ledger, "--total-rho", "0.7", "--total-delta", "1e-6"]
+    args = ["in.parquet", "--rho", "0.3", "--delta", "1e-7", "--max-contributions", "4"]
+    first = run("select", *args, "-o", tmp_path / "a.parquet", *total, "--json", cwd=data)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["ledger"]["remaining"]["rho"] == pytest.approx(0.4)
+    second = run("count-release", "in.parquet", "--rho", "0.3", "--delta", "1e-7", "-o", tmp_path / "b.parquet",
+                 *total, cwd=data)
+    assert second.returncode == 0, second.stderr
+    assert "remaining ρ=0.1" in second.stdout
+    third = run("select", *args, "-o", tmp_path / "c.parquet", *total, cwd=data)
+    assert third.returncode == 2 and "would exceed the session budget" in third.stderr
+    assert not (tmp_path / "c.parquet").exists()
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{ledger}' AS l")
+    session = duckdp.Session(con, rho=0.7, delta=1e-6, ledger_table=("l", "main", "duckdp_ledger"))
+    assert session.ledger.column("algo").to_pylist() == ["weighted_gaussian", "pcr"]
+    assert session.remaining.value == pytest.approx(0.1)
+    con.close()
+    other = run("select", *args, "-o", tmp_path / "d.parquet", "--ledger", ledger, "--total-rho", "0.9",
+                "--total-delta", "1e-6", cwd=data)
+    assert other.returncode == 2 and "total budget" in other.stderr
 
 
 def test_internal_error_exits_1_without_traceback(monkeypatch, capsys, data):

@@ -110,18 +110,21 @@ class DuckDBStages(Engine):
         passes = self.truncation_passes()
         stored = sized.sql in self._tables
         if passes == 1:
+            name = self.table_name(sized) if stored else "sized"
+            window = self.query("stage_truncate_window", {"sized": name, "keys": keys}, params)
+            body = self.query("stage_truncate", {"sized": name, "window": window.sql}, window.params)
             if stored:
-                return self.query("stage_truncate", {"sized": self.table_name(sized), "keys": keys}, params)
-            body = self.query("stage_truncate", {"sized": "sized", "keys": keys}, params)
+                return body
             return self.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
-                               merge(sized.params, body.params))
+                              merge(sized.params, body.params))
         table = self._tables[sized.sql] if stored else self._store_as(sized, "sized")   # read once per pass; spills
         kept = self.ctx.temp_table("kept")
         self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": table},
                          {"max_contributions": max_contributions})
+        window = self.query("stage_truncate_window", {"sized": "part", "keys": keys}, params)
         for part in range(passes):
-            self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "keys": keys},
-                             params | {"nparts": passes, "part": part})
+            self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "window": window.sql},
+                             window.params | {"nparts": passes, "part": part})
         if not stored:
             self.ctx.drop(table)                      # free its memory and spill before the next stage
         return self.table(kept)

@@ -1,0 +1,184 @@
+"""The stage contract (tests/contract_stages.py) on Spark, and the mechanism-specific stages DuckDB vs Spark.
+
+Skipped with a one-line reason without pyspark or Java; run with `-m spark` (local[2], few partitions;
+about 3 minutes on a loaded 2-core machine: the slow multi-round runs use one key type).
+The mechanism-specific stages (MAD, MAD2R, adaptive SIPS, truncated geometric, count release's top
+counts) run on both engines from the same seed with no truncation active: released keys, booleans,
+levels and counts compare exactly; weights that sum non-dyadic terms (MAD's excess, adaptive SIPS's
+water-filled vectors) compare to 1e-12 relative, since the engines add them in different orders.
+The sequential policies (policy_*, gw) have no Spark stages: Spark refuses them (tests/test_spark.py).
+"""
+from __future__ import annotations
+
+import math
+import shutil
+from collections import Counter
+from contextlib import contextmanager
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from contract_stages import SEED, StageContract, input_table, mechanism_table, rows
+from test_contract_duckdb import TestDuckDBStages as _DuckDBAdapter
+
+import duckdp
+from duckdp import mechanisms
+from duckdp.mechanisms.adaptive_sips import round_vectors
+from duckdp.mechanisms.basic import basic_weights
+from duckdp.mechanisms.count_release import own_stages as count_release_stages
+from duckdp.mechanisms.mad import unbiased_vectors
+from duckdp.rng import Randomness
+
+pytestmark = pytest.mark.spark      # JVM start-up: run with `-m spark` (.ci/run does)
+pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'duckdp[spark]')")
+if shutil.which("java") is None:
+    pytest.skip("no Java runtime on PATH (Spark needs Java 17+)", allow_module_level=True)
+
+from pyspark.sql import SparkSession  # noqa: E402 (after the skip checks)
+
+from duckdp.spark import use_driver_python  # noqa: E402 (after the skip checks)
+from duckdp.spark.source import resolve  # noqa: E402 (after the skip checks)
+from duckdp.spark.stages import SparkStages  # noqa: E402 (after the skip checks)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s = (SparkSession.builder.master("local[2]").appName("duckdp-contract")
+         .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    use_driver_python(s)                # the noise UDFs run on workers with this interpreter
+    yield s
+    s.stop()
+
+
+class _SparkAdapter:
+    spark: SparkSession
+
+    @pytest.fixture(autouse=True)
+    def _session(self, spark):
+        self.spark = spark
+
+    @contextmanager
+    def open_stages(self, table, seed):
+        stages = SparkStages(self.spark, resolve(self.spark, self.spark.createDataFrame(table), "user_id", "item"),
+                             Randomness(seed))
+        try:
+            yield stages
+        finally:
+            stages.close()
+
+    def frame(self, stages, table: pa.Table):
+        return self.spark.createDataFrame(table)
+
+    def collect(self, stages, frame) -> pa.Table:
+        return frame.toArrow()
+
+
+class TestSparkStages(_SparkAdapter, StageContract):
+    """Every generic stage on Spark equals the reference engine's output."""
+
+
+# -- mechanism-specific stages: DuckDB vs Spark --------------------------------------------------------
+class TestMechanismStages(_SparkAdapter):
+    duckdb = _DuckDBAdapter()
+
+    def on_both(self, table: pa.Table, run):
+        """`run(stages, adapter)` → Arrow on DuckDB and on Spark, from the same seed."""
+        out = []
+        for adapter in (self.duckdb, self):
+            with adapter.open_stages(table, SEED) as stages:
+                out.append(run(stages, adapter))
+        return out
+
+    @staticmethod
+    def close(a: pa.Table, b: pa.Table, keys: list[str], value: str) -> None:
+        """Same key rows; `value` equal to 1e-12 relative (sums of non-dyadic terms in engine order)."""
+        left = {r[:-1]: r[-1] for r in rows(a.select([*keys, value]).rename_columns([*keys, "~"]))}
+        right = {r[:-1]: r[-1] for r in rows(b.select([*keys, value]).rename_columns([*keys, "~"]))}
+        assert left.keys() == right.keys() and left
+        assert all(math.isclose(left[k], right[k], rel_tol=1e-12, abs_tol=1e-300) for k in left)
+
+    @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
+    def test_mad_vectors_and_weights(self, key_type):
+        mech = mechanisms.get("mad")
+        (plan,) = mech.plan(duckdp.EpsDelta(1.0, 1e-5), 16, mech.check_params({}))
+
+        def vectors(stages, adapter):
+            pairs = stages.store(stages.sized(stages.pairs()), "p")
+            return adapter.collect(stages, unbiased_vectors(stages, mech.own_stages(stages), pairs, 16))
+
+        def weights(stages, adapter):
+            own = mech.own_stages(stages)
+            v = unbiased_vectors(stages, own, stages.store(stages.sized(stages.pairs()), "p"), 16)
+            return adapter.collect(stages, own.mad_weights(stages, v, plan))
+
+        d, s = self.on_both(input_table(key_type), vectors)
+        assert rows(d.select(s.column_names)) == rows(s)               # 1/√d with d ∈ {1, 4, 16}: exact
+        d, s = self.on_both(input_table(key_type), weights)
+        self.close(d, s, ["_dp_k0"], "_dp_w")
+
+    @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
+    def test_adaptive_sips_stages(self, key_type):
+        mech = mechanisms.get("adaptive_sips")
+        params = mech.check_params({}) | {"max_contributions": 4}
+        plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), 4, params)
+
+        def first_round(stages, adapter):
+            own = mech.own_stages(stages)
+            remaining = own.remaining(stages, stages.store(stages.pairs(), "p"), None)
+            vectors = round_vectors(stages, own, remaining, plan[0], 4)
+            state, count = own.state(stages, remaining, vectors, None, plan[0], params, 0)
+            return (adapter.collect(stages, own.weights(stages, vectors)),
+                    adapter.collect(stages, state), count,
+                    adapter.collect(stages, own.released(stages, state)))
+
+        (dw, dstate, dcount, dreleased), (sw, sstate, scount, sreleased) = self.on_both(
+            mechanism_table(key_type), first_round)
+        self.close(dw, sw, ["_dp_k0"], "_dp_w")
+        assert rows(dstate.select(sstate.column_names)) == rows(sstate)
+        assert dcount == scount == sreleased.num_rows and rows(dreleased) == rows(sreleased)
+        assert 0 < dcount
+
+    @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
+    def test_geometric_release(self, key_type):
+        keep = np.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.95])
+        mech = mechanisms.get("truncated_geometric")
+
+        def released(stages, adapter):
+            own = mech.own_stages(stages)
+            return adapter.collect(stages, own.geometric_release(stages, basic_weights(stages, 4, 0.0), keep))
+
+        d, s = self.on_both(mechanism_table(key_type), released)
+        assert rows(d) == rows(s) and 0 < d.num_rows
+
+    @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
+    def test_top_counts(self, key_type):
+        """The same counts; the keys agree above the k-th count (ties are broken by engine-specific hashes)."""
+        def top(stages, adapter):
+            return count_release_stages(stages).top_counts(stages, 12)
+
+        d, s = self.on_both(mechanism_table(key_type), top)
+        assert d.column("_dp_count").to_pylist() == s.column("_dp_count").to_pylist()
+        last = d.column("_dp_count")[-1].as_py()
+        above = [r for r in rows(d) if r[0] > last]
+        assert above and above == [r for r in rows(s) if r[0] > last]
+
+    @pytest.mark.parametrize("algo, key_type", [("mad", "BIGINT"), ("mad", "VARCHAR"), ("mad2r", "VARCHAR"),
+                                                ("adaptive_sips", "VARCHAR"), ("truncated_geometric", "BIGINT"),
+                                                ("truncated_geometric", "VARCHAR")])
+    def test_mechanism_run(self, algo, key_type):
+        """The mechanism's whole run (its own stages chained) on both engines: the same keys and rounds."""
+        mech = mechanisms.get(algo)
+        params = mech.check_params({})
+        plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), 4, params)
+
+        def run(stages, adapter):
+            table, rounds = mech.run(stages, plan, params | {"max_contributions": 4})
+            return table, [(r.sigma, r.threshold, r.released) for r in rounds]
+
+        (d, drounds), (s, srounds) = self.on_both(mechanism_table(key_type), run)
+        assert Counter(d.column("item").to_pylist()) == Counter(s.column("item").to_pylist())
+        assert drounds == srounds and 0 < d.num_rows
+
