@@ -1,16 +1,19 @@
-"""`select()`: validate → plan (no data) → resolve input → run the mechanism → Release."""
+"""`select()`: validate → plan (no data) → open the engine's run → `mech.run(engine, …)` → one Release builder.
+
+Engine-blind: `duckdp.engines.engine_for(con)` picks DuckDB or Spark, and the mechanism's declared
+engines are checked before any budget is charged or data read.
+"""
 from __future__ import annotations
 
 from . import mechanisms
+from .engines import EngineKind, engine_for
 from .errors import InvalidParameter
-from .lifecycle import open_run
-from .mechanisms.base import Round, plan_event
+from .mechanisms.base import Mechanism, Round, plan_event
 from .privacy import auto_contributions
 from .privacy.accountant import Accountant, nominal_spent, plan_hook
 from .privacy.budget import make_budget
-from .release import Release, Spent, by_key
+from .release import Release, Spent
 from .rng import Randomness
-from .spark import is_spark_session
 from .validation import max_contributions as check_max_contributions
 
 
@@ -36,6 +39,8 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     event once the input is resolved and before any data is read; BudgetExceeded there aborts the release.
     """
     mech = mechanisms.get(algo)
+    kind = engine_for(con)
+    mech.check_engine(kind.name)                               # before any charge or read
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech.check_budget(budget)
     auto = auto_contributions.is_auto(max_contributions)
@@ -72,18 +77,18 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
         final = auto_contributions.finish(choice, plan, planner)
         return final, params | {"max_contributions": choice.max_contributions}, choice
 
-    if is_spark_session(con):                                  # the same plan, run by Spark stages
-        from .spark.api import select as spark_select
-
-        return spark_select(con, table, mech, budget, charged, params, prepare, randomness, user_col, item_col,
-                            on_plan)
-
-    with open_run(con, table, user_col, item_col, randomness, plan=charged,
-                  on_plan=on_plan) as stages:
-        source = stages.ctx.source
+    with kind.open_run(con, table, user_col, item_col, randomness, plan=charged, on_plan=on_plan) as stages:
         run_plan, run_params, choice = prepare(stages)
         table_out, rounds = mech.run(stages, run_plan, run_params)
-    return Release(items=by_key(con, table_out, source.key_names), algo=mech.name, citation=mech.citation,
+        source = stages.source
+    return build_release(kind, con, mech, source, table_out, rounds, budget, params, run_plan, run_params, choice,
+                         randomness)
+
+
+def build_release(kind: EngineKind, con, mech: Mechanism, source, table_out, rounds: list[Round], budget,
+                  params: dict, run_plan, run_params: dict, choice, randomness: Randomness) -> Release:
+    """THE Release of a mechanism's run, on any engine (`items`: the engine's relation, listed by key)."""
+    return Release(items=kind.relation(con, table_out, source.key_names), algo=mech.name, citation=mech.citation,
                    budget=budget, spent=spent_of(rounds, choice), rounds=rounds, seeded=randomness.seeded,
                    max_contributions=run_params["max_contributions"], params=params | auto_params(choice),
                    input=source.description, key_names=list(source.key_names), caveat=mech.unproven,

@@ -14,10 +14,11 @@ neighbour produced them (Mironov 2012). The loop is a privacy filter
 and a step costs at most ε²/8 + ε²/8, so the release is δ-approximate ρ-zCDP (Thm 6) — the
 guarantee is the filter's (ρ, δ), reported as `spent`; the ledger records every actual charge.
 
-The engine computes the k̄ + 1 largest counts once (stage top_counts; sql/pcr_top_counts.sql); the loop runs in numpy
-over that cached table. Removing found keys from the cache is Alg. 1 on the histogram without
-them with k̄' = k̄ − m: its top k̄' are the remaining cached keys and its (k̄'+1)-th count is
-still c_(k̄+1); the threshold keeps log(k̄/δ*) ≥ log(k̄'/δ*), so it is at least Thm 4's.
+The engine computes the k̄ + 1 largest counts once (count release's own stage top_counts, in
+duckdp/mechanisms/count_release/); the loop runs in numpy over that cached table. Removing found
+keys from the cache is Alg. 1 on the histogram without them with k̄' = k̄ − m: its top k̄' are the
+remaining cached keys and its (k̄'+1)-th count is still c_(k̄+1); the threshold keeps log(k̄/δ*) ≥
+log(k̄'/δ*), so it is at least Thm 4's.
 Noise comes from the run's PRF (duckdp/prf.py): Gumbel call i draws at counter (hi, lo) =
 (i, position) for each cached key and (i, 2⁶⁴−1) for the threshold, all under one noise round
 tag; the counts' discrete Gaussians read one AES counter-mode bit stream — fresh per draw,
@@ -35,17 +36,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .discrete import discrete_gaussian
+from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
-from .lifecycle import open_run
 from .mechanisms.base import Round, RoundPlan
+from .mechanisms.count_release import own_stages
 from .privacy.accountant import Accountant, nominal_spent, plan_hook
 from .privacy.budget import ZCDP, make_budget
 from .privacy.calibration import _up, laplace_scale
 from .privacy.events import ComposedEvent, PrivacyEvent, ZcdpEvent, budget_event
-from .release import Release, by_key
+from .release import Release
 from .rng import Randomness
 from .source import Source
-from .spark import is_spark_session
 from .validation import between, integer
 
 CITATION = ("Rogers, Private Count Release (2024), Alg. 1–2, Thm 4–6; "
@@ -222,22 +223,19 @@ def count_release(con: Any, table: Any, *, rho: float, delta: float, user_col: s
         raise InvalidParameter(f"delta={delta!r} must exceed delta_per_call={delta_per_call!r} (Rogers Alg. 2)")
     randomness = Randomness(seed)
     on_plan = plan_hook(accountant, "pcr", budget_event(budget))
-    if is_spark_session(con):                                  # top counts by Spark, Alg. 2 the same
-        from .spark.api import count_release as spark_count_release
-
-        return spark_count_release(con, table, budget, params, randomness, user_col, item_col, on_plan)
+    kind = engine_for(con)
 
     def check_columns(source: Source) -> None:
         check_output_names(source.key_names)
 
-    with open_run(con, table, user_col, item_col, randomness, plan=[budget], on_plan=on_plan,
-                  check_source=check_columns) as stages:
-        source = stages.ctx.source
-        top = stages.top_counts(int(params["kbar"]) + 1)
-    key_cols = [f"_dp_k{i}" for i in range(len(source.keys))]
+    with kind.open_run(con, table, user_col, item_col, randomness, plan=[budget], on_plan=on_plan,
+                       check_source=check_columns) as stages:
+        source = stages.source
+        top = own_stages(stages).top_counts(stages, int(params["kbar"]) + 1)
+    key_cols = [f"_dp_k{i}" for i in range(len(source.key_names))]
     return release_top_counts(top, key_cols, source.key_names, source.description, budget, params, randomness,
-                              lambda t, cols: by_key(con, t, cols).to_arrow_table(),
-                              lambda t: by_key(con, t, source.key_names))
+                              lambda t, cols: kind.sort_by(con, t, cols),
+                              lambda t: kind.relation(con, t, source.key_names))
 
 
 def check_output_names(key_names: Sequence[str]) -> None:

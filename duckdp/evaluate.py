@@ -12,8 +12,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from .engines import engine_for
 from .errors import InvalidParameter, SchemaError
-from .lifecycle import open_run
+from .stages.duckdb import DuckDBStages
+
+EVALUATE_ENGINES = ("duckdb",)     # the engines `frequency_buckets` is written for
 
 # Key-frequency buckets in distinct users: (label, lowest, highest or None).
 BUCKETS = (("1", 1, 1), ("2–4", 2, 4), ("5–9", 5, 9), ("10–49", 10, 49), ("50–99", 50, 99),
@@ -55,22 +58,37 @@ def _bucket_case(column: str) -> str:
     return f"CASE {whens} ELSE {len(BUCKETS) - 1} END"
 
 
+def frequency_buckets(engine: DuckDBStages, released: pa.Table, bucket_case: str) -> list[tuple]:
+    """Per bucket of `bucket_case` (over `_dp_users`): keys, released keys, entries, captured entries
+    (sql/evaluate_buckets.sql, on DuckDB)."""
+    ctx = engine.ctx
+    view = ctx.register("released", released.rename_columns(ctx.key_aliases.split(", ")))
+    base = ctx.base_idents()
+    return ctx.fetch("evaluate_buckets", {
+        "source": base["source"], "user": base["user"], "key_select": base["key_select"], "keys": base["keys"],
+        "released": view, "match": ctx.key_match("f", "r"), "bucket": bucket_case}, {})
+
+
 def evaluate(con, table, release, *, user_col: str = "user_id", item_col: str | list[str] | None = None) -> Evaluation:
     """Compare `release` with the true keys of `table` (non-private; see the module docstring).
 
     `item_col` defaults to the release's key columns; given explicitly, it is matched to them by position.
     """
+    kind = engine_for(con)
+    if kind.name not in EVALUATE_ENGINES:
+        raise InvalidParameter(f"evaluate runs on {', '.join(EVALUATE_ENGINES)} only, not on {kind.name}")
     released = release.to_arrow()
     key_names = list(release.key_names)
     wanted = key_names if item_col is None else ([item_col] if isinstance(item_col, str) else list(item_col))
     if len(wanted) != len(key_names):
         raise InvalidParameter(f"item_col {wanted!r} must have as many columns as the release's keys {key_names!r}")
-    with open_run(con, table, user_col, wanted) as stages:
+    with kind.open_run(con, table, user_col, wanted) as stages:
+        assert isinstance(stages, DuckDBStages)          # EVALUATE_ENGINES
         missing = [k for k in key_names if k not in released.column_names]
         if missing:
             raise SchemaError(f"the release has no key column(s) {missing}")
-        counts = {row[0]: [int(v) for v in row[1:]] for row in stages.frequency_buckets(released.select(key_names),
-                                                                                      _bucket_case("_dp_users"))}
+        counts = {row[0]: [int(v) for v in row[1:]]
+                  for row in frequency_buckets(stages, released.select(key_names), _bucket_case("_dp_users"))}
     rows = [counts.get(i, [0, 0, 0, 0]) for i in range(len(BUCKETS))]
     by_frequency = pa.table({
         "bucket": pa.array([b[0] for b in BUCKETS], pa.string()),

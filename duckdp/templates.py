@@ -1,4 +1,8 @@
-"""SQL templates: loading from the shipped `sql/` folder, identifier quoting, checked rendering.
+"""SQL templates: loading from the shipped `sql/` folder and the mechanism folders, identifier quoting,
+checked rendering.
+
+Generic stages' templates sit in `sql/` (shipped as `duckdp/sql`); a mechanism family's own templates
+sit in its folder, `duckdp/mechanisms/<family>/sql/`. Template names are unique across all of them.
 
 Templates hold two kinds of holes: `{name}` for identifiers and SQL fragments that duckdp builds
 itself from catalog-checked, quoted names, and `$name` for values, which are always bound.
@@ -29,6 +33,18 @@ def sql_dir() -> Path:
     if packaged.is_dir():
         return Path(str(packaged))
     return Path(__file__).resolve().parent.parent / "sql"
+
+
+def template_files() -> dict[str, Path]:
+    """Every shipped template by name (`sql/` and each mechanism folder's `sql/`), macros.sql included."""
+    mechanisms = Path(str(resources.files("duckdp") / "mechanisms"))
+    files: dict[str, Path] = {}
+    for folder in [sql_dir(), *sorted(mechanisms.glob("*/sql"))]:
+        for path in sorted(folder.glob("*.sql")):
+            if path.stem in files:
+                raise RuntimeError(f"template {path.stem} exists twice: {files[path.stem]} and {path}")
+            files[path.stem] = path
+    return files
 
 
 class Template:
@@ -70,5 +86,10 @@ class Template:
 
 @cache
 def load(name: str) -> Template:
-    """The template `sql/<name>.sql`."""
-    return Template(name, (sql_dir() / f"{name}.sql").read_text(encoding="utf-8"))
+    """The template `<name>.sql` from `sql/` or a mechanism folder."""
+    return Template(name, _files()[name].read_text(encoding="utf-8"))
+
+
+@cache
+def _files() -> dict[str, Path]:
+    return template_files()

@@ -25,6 +25,7 @@ import duckdp
 from duckdp import mechanisms
 from duckdp.mechanisms.adaptive_sips import round_vectors
 from duckdp.mechanisms.basic import basic_weights
+from duckdp.mechanisms.count_release import own_stages as count_release_stages
 from duckdp.mechanisms.mad import unbiased_vectors
 from duckdp.rng import Randomness
 
@@ -106,11 +107,12 @@ class TestMechanismStages(_SparkAdapter):
 
         def vectors(stages, adapter):
             pairs = stages.store(stages.sized(stages.pairs()), "p")
-            return adapter.collect(stages, unbiased_vectors(stages, pairs, 16))
+            return adapter.collect(stages, unbiased_vectors(stages, mech.own_stages(stages), pairs, 16))
 
         def weights(stages, adapter):
-            v = unbiased_vectors(stages, stages.store(stages.sized(stages.pairs()), "p"), 16)
-            return adapter.collect(stages, stages.mad_weights(v, plan))
+            own = mech.own_stages(stages)
+            v = unbiased_vectors(stages, own, stages.store(stages.sized(stages.pairs()), "p"), 16)
+            return adapter.collect(stages, own.mad_weights(stages, v, plan))
 
         d, s = self.on_both(input_table(key_type), vectors)
         assert rows(d.select(s.column_names)) == rows(s)               # 1/√d with d ∈ {1, 4, 16}: exact
@@ -124,12 +126,13 @@ class TestMechanismStages(_SparkAdapter):
         plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), 4, params)
 
         def first_round(stages, adapter):
-            remaining = stages.adaptive_sips_remaining(stages.store(stages.pairs(), "p"), None)
-            vectors = round_vectors(stages, remaining, plan[0], 4)
-            state, count = stages.adaptive_sips_state(remaining, vectors, None, plan[0], params, 0)
-            return (adapter.collect(stages, stages.adaptive_sips_weights(vectors)),
+            own = mech.own_stages(stages)
+            remaining = own.remaining(stages, stages.store(stages.pairs(), "p"), None)
+            vectors = round_vectors(stages, own, remaining, plan[0], 4)
+            state, count = own.state(stages, remaining, vectors, None, plan[0], params, 0)
+            return (adapter.collect(stages, own.weights(stages, vectors)),
                     adapter.collect(stages, state), count,
-                    adapter.collect(stages, stages.adaptive_sips_released(state)))
+                    adapter.collect(stages, own.released(stages, state)))
 
         (dw, dstate, dcount, dreleased), (sw, sstate, scount, sreleased) = self.on_both(
             mechanism_table(key_type), first_round)
@@ -141,9 +144,11 @@ class TestMechanismStages(_SparkAdapter):
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_geometric_release(self, key_type):
         keep = np.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.95])
+        mech = mechanisms.get("truncated_geometric")
 
         def released(stages, adapter):
-            return adapter.collect(stages, stages.geometric_release(basic_weights(stages, 4, 0.0), keep))
+            own = mech.own_stages(stages)
+            return adapter.collect(stages, own.geometric_release(stages, basic_weights(stages, 4, 0.0), keep))
 
         d, s = self.on_both(mechanism_table(key_type), released)
         assert rows(d) == rows(s) and 0 < d.num_rows
@@ -152,7 +157,7 @@ class TestMechanismStages(_SparkAdapter):
     def test_top_counts(self, key_type):
         """The same counts; the keys agree above the k-th count (ties are broken by engine-specific hashes)."""
         def top(stages, adapter):
-            return stages.top_counts(12)
+            return count_release_stages(stages).top_counts(stages, 12)
 
         d, s = self.on_both(mechanism_table(key_type), top)
         assert d.column("_dp_count").to_pylist() == s.column("_dp_count").to_pylist()

@@ -157,7 +157,7 @@ def _sql_round_weights(con, removed: list[str], seed: int, d0: int = 12) -> dict
         pairs = stages.store(stages.pairs(), "pairs")
         released = stages.empty_keys(pairs)
         if removed:
-            con.executemany(f"INSERT INTO {stages._name(released)} VALUES (?)", [[k] for k in removed])
+            con.executemany(f"INSERT INTO {stages.table_name(released)} VALUES (?)", [[k] for k in removed])
         text, params = round_weights(stages, pairs, released, d0)
         return {r[0]: r[1] for r in con.sql(text, params=params).fetchall()}
     finally:

@@ -156,14 +156,16 @@ def test_key_types_and_composite_keys(con):
 
 
 def test_installed_package_ships_sql(tmp_path):
-    """An installed (non-editable) duckdp finds its templates via importlib.resources."""
+    """An installed (non-editable) duckdp finds its templates via importlib.resources, the mechanism
+    folders' templates (duckdp/mechanisms/<family>/sql) included."""
     import os
     import subprocess
     import sys
 
     code = ("import duckdp, duckdp.templates as t, pathlib; pkg = pathlib.Path(duckdp.__file__).parent; "
-            "p = t.sql_dir(); print((pkg.parent / 'pyproject.toml').exists(), p.is_relative_to(pkg), "
-            "(p / 'stage_pairs.sql').is_file())")
+            "p = t.sql_dir(); checkout = (pkg.parent / 'pyproject.toml').exists(); "
+            "print(checkout, p.is_relative_to(pkg), (p / 'stage_pairs.sql').is_file() "
+            "and (checkout or t.template_files()['mad_weights'].is_relative_to(pkg)))")   # a checkout is skipped
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     if out.returncode != 0 and "No module named 'duckdp'" in out.stderr:

@@ -14,6 +14,7 @@ from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get
 from duckdp.mechanisms.base import RoundPlan
 from duckdp.mechanisms.mad import MadRound, unbiased_vectors
+from duckdp.mechanisms.mad import duckdb as mad_duckdb
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import gaussian_threshold
 from duckdp.privacy.composition import gaussian_rounds
@@ -65,14 +66,14 @@ def sql_weights(con, sets, m, plan, beta=None, seed=0):
         stages = DuckDBStages(ctx)
         pairs = stages.store(stages.sized(stages.pairs()), "pairs")
         if beta is None:
-            vectors = unbiased_vectors(stages, pairs, d0)
+            vectors = unbiased_vectors(stages, mad_duckdb, pairs, d0)
         else:
             con.register("_mad_beta", pa.table({"_dp_k0": np.arange(m, dtype=np.int64), "_dp_beta": beta}))
             status = stages.store(Query("SELECT _dp_k0, _dp_beta, true AS _dp_round2 FROM _mad_beta", {}), "status")
             con.unregister("_mad_beta")
-            vectors = stages.mad2r_vectors(pairs, status, d0, plan.extra.beta_min, plan.extra.beta_max)
-        bounded = stages._name(vectors)
-        text, params = stages.mad_weights(vectors, plan)
+            vectors = mad_duckdb.mad2r_vectors(stages, pairs, status, d0, plan.extra.beta_min, plan.extra.beta_max)
+        bounded = stages.table_name(vectors)
+        text, params = mad_duckdb.mad_weights(stages, vectors, plan)
         w = np.zeros(m)
         for item, weight in con.sql(text, params=params).fetchall():
             w[item] = weight

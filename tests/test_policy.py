@@ -9,7 +9,8 @@ from conftest import DATA, leftovers, make_table, random_sets
 import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get, policy
-from duckdp.mechanisms.policy_updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
+from duckdp.mechanisms.policy import duckdb as policy_duckdb
+from duckdp.mechanisms.policy.updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import gaussian_release_probability, laplace_release_probability
 from duckdp.rng import Randomness
@@ -285,8 +286,8 @@ def test_update_loop_matches_plain_python_over_batches(con, monkeypatch):
     ctx = RunContext(con, resolve(con, "t", "user_id", "item", "l"), Randomness(1))
     try:
         stages = DuckDBStages(ctx)
-        pairs, items_tbl, n = stages.policy_pairs(False, 6)
-        idents = {"pairs": stages._name(pairs), "items": stages._name(items_tbl), "keys": ctx.key_aliases}
+        pairs, items_tbl, n = policy_duckdb.policy_pairs(stages, False, 6)
+        idents = {"pairs": stages.table_name(pairs), "items": stages.table_name(items_tbl), "keys": ctx.key_aliases}
         salts = {"order_salt": 5, "tie_salt": 6}
         lists = [r[0] for r in ctx.sql("policy_lists", idents, salts).fetchall()]
         reader = ctx.sql("policy_lists", idents, salts).to_arrow_reader(policy.BATCH_USERS)
@@ -352,8 +353,8 @@ def test_released_count_matches_expectation(con, algo, budget):
         stages = DuckDBStages(ctx)
         w, items = policy.sequential_histogram(stages, mech.update, plan.extra.cutoff, mech.counted, 15)
         runs = 40
-        counts = np.array([stages.output(stages.policy_release(w, items, plan)).num_rows for _ in range(runs)],
-                          dtype=float)
+        counts = np.array([stages.output(policy_duckdb.policy_release(stages, w, items, plan)).num_rows
+                           for _ in range(runs)], dtype=float)
     finally:
         ctx.close()
     prob = gaussian_release_probability if plan.noise == "gaussian" else laplace_release_probability

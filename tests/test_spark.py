@@ -92,6 +92,37 @@ def test_weights_identical_without_truncation(spark, name, users):
         assert worst < 1e-12, (name, exponent, worst)
 
 
+def test_mad_weights_template_on_spark_equals_duckdb(spark):
+    """Spark runs MAD's DuckDB template (mechanisms/mad/sql/mad_weights.sql) through spark.sql: without
+    truncation the same keys and weights as DuckDB (1e-12 relative), and its temp view is gone at close."""
+    from duckdp.lifecycle import open_run
+    from duckdp.mechanisms import get
+    from duckdp.mechanisms.mad import duckdb as mad_duckdb
+    from duckdp.mechanisms.mad import spark as mad_spark
+    from duckdp.privacy.budget import EpsDelta
+
+    table = shared("reddit_1pct_unigrams")
+    d0 = max_keys_per_user(table)
+    mech = get("mad")
+    (plan,) = mech.plan(EpsDelta(1.0, 1e-5), d0, mech.check_params({"max_adaptive_degree": 50}))
+    stages = SparkStages(spark, spark_resolve(spark, spark.createDataFrame(table), "user_id", "item"), Randomness(1))
+    try:
+        vectors = mad_spark.mad_vectors(stages, stages.truncate(stages.sized(stages.pairs()), d0))
+        w = mad_spark.mad_weights(stages, vectors, plan).toArrow()
+    finally:
+        stages.close()
+    assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("_duckdp_")]
+    s = dict(zip(w.column("_dp_k0").to_pylist(), w.column("_dp_w").to_pylist(), strict=True))
+    con = duckdb.connect()
+    con.register("t", table)
+    with open_run(con, "t", "user_id", "item", Randomness(1)) as engine:
+        vectors = mad_duckdb.mad_vectors(engine, engine.truncate(engine.sized(engine.pairs()), d0))
+        q = mad_duckdb.mad_weights(engine, vectors, plan)
+        d = dict(con.sql(q.sql, params=q.params).fetchall())
+    assert s.keys() == d.keys() and plan.extra.tau < max(d.values())      # τ binds: stages 2–3 exercised
+    assert max(abs(s[k] - d[k]) / d[k] for k in d) < 1e-12
+
+
 def test_truncation_keeps_delta0_per_user(spark):
     """With truncation active each user keeps exactly min(|W_u|, Δ0) distinct keys, and the weights sum
     to Σ_u min(|W_u|, Δ0)^(1−e) on both engines (which keys are kept differs: engine-specific hashes)."""
@@ -200,6 +231,21 @@ def test_same_keys_as_duckdb_for_the_same_seed(spark):
                           max_contributions=d0, seed=5)
         d = duckdp.select(duckdb.connect(), table, algo=algo, epsilon=1, delta=1e-6, max_contributions=d0, seed=5)
         assert sorted(s.to_arrow().column(0).to_pylist()) == sorted(d.to_arrow().column(0).to_pylist())
+
+
+def test_own_stages_same_keys_as_duckdb_for_the_same_seed(spark):
+    """The mechanism folders' own stages (MAD/MAD2R, adaptive SIPS: templates run by spark.sql, the
+    `decide` rule on the executors) agree with DuckDB's: same seed, no truncation active, the same
+    released keys round by round."""
+    table = shared("reddit_1pct_unigrams", 400)
+    d0 = max_keys_per_user(table)
+    for algo in ("mad", "mad2r", "adaptive_sips"):
+        s = duckdp.select(spark, spark.createDataFrame(table), algo=algo, rho=0.5, delta=1e-6,
+                          max_contributions=d0, seed=7)
+        d = duckdp.select(duckdb.connect(), table, algo=algo, rho=0.5, delta=1e-6, max_contributions=d0, seed=7)
+        assert s.to_arrow().column(0).to_pylist() == d.to_arrow().column(0).to_pylist(), algo
+        assert [r.released for r in s.rounds] == [r.released for r in d.rounds], algo
+        assert len(d) > 0, algo
 
 
 def test_neighbours_list_released_keys_identically(spark):

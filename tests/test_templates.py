@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from duckdp.templates import load, sql_dir
+from duckdp.templates import load, template_files
 
 ROOT = Path(__file__).resolve().parents[1]
-TEMPLATES = sorted(p.stem for p in sql_dir().glob("*.sql") if p.stem != "macros")   # macros.sql: shell file
+FILES = template_files()          # sql/ and every mechanism folder's sql/
+TEMPLATES = sorted(name for name in FILES if name != "macros")   # macros.sql: shell file
 # `stage_*` for shared stages, `noise_*` for the noise + threshold stage (duckdp/noise_stage.py),
 # `<algo>_<stage>` otherwise.
 PREFIXES = ("stage_", "noise_", "dpsips_", "adaptive_sips_", "mad_", "mad2r_", "policy_", "gw_", "pcr_",
@@ -19,7 +20,7 @@ SINGLES = {"truncated_geometric"}
 
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_header_declares_exactly_the_holes_and_params(name):
-    text = (sql_dir() / f"{name}.sql").read_text(encoding="utf-8")
+    text = FILES[name].read_text(encoding="utf-8")
     assert re.search(r"^-- idents:", text, re.MULTILINE) and re.search(r"^-- params:", text, re.MULTILINE), name
     t = load(name)          # raises if declared and used idents/params differ
     body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
@@ -36,12 +37,12 @@ def test_every_template_is_used_and_every_reference_exists():
     code = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "duckdp").rglob("*.py"))
     used = set(re.findall(r'"([a-z0-9_]+)"', code))
     assert [n for n in TEMPLATES if n not in used] == []
-    sql_texts = [p.read_text(encoding="utf-8") for p in sql_dir().glob("*.sql")]
+    sql_texts = [p.read_text(encoding="utf-8") for p in FILES.values()]
     referenced = {m for t in sql_texts for m in re.findall(r"\b([a-z0-9_]+)\.sql\b", t)}
     # in Python, `x.sql` is also an attribute: count `sql/name.sql` and bracketed `[name.sql…]` references
     referenced |= set(re.findall(r"(?:sql/|\s\[)([a-z0-9_]+)\.sql\b", code))
     referenced.discard("duckdp")      # `duckdp macros > duckdp.sql`: the printed shell file
-    assert sorted(r for r in referenced if not (sql_dir() / f"{r}.sql").exists()) == []
+    assert sorted(r for r in referenced if r not in FILES) == []
 
 
 def test_truncation_window_is_written_once():

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -138,6 +140,22 @@ class Mechanism(ABC):
     # whether users are truncated to Δ0 keys.
     exponent: ClassVar[float | None] = None
     truncates: ClassVar[bool] = True
+    # The engines (duckdp.engines names) this mechanism runs on: `select` refuses any other before a
+    # budget is charged. A family with its own stages implements them once per engine it lists, in
+    # its folder: duckdp/mechanisms/<family>/<engine>.py (see `own_stages`).
+    engines: ClassVar[tuple[str, ...]] = ("duckdb", "spark")
+    engine_note: ClassVar[str] = ""        # why an engine is missing, for the refusal
+
+    def own_stages(self, engine) -> ModuleType:
+        """The family's own stages for `engine`: the module `<engine.name>` in the mechanism's folder
+        (e.g. duckdp.mechanisms.mad.spark), functions taking the engine as first argument."""
+        return importlib.import_module(f"{type(self).__module__}.{engine.name}")
+
+    def check_engine(self, engine: str) -> None:
+        """Refuse an engine this mechanism does not run on (before any budget is charged)."""
+        if engine not in self.engines:
+            raise InvalidParameter(self.engine_note or f"{self.name} runs only on {', '.join(self.engines)}, "
+                                   f"not on {engine}")
 
     def check_params(self, given: dict) -> dict:
         """Fill defaults and validate; unknown names are errors (typos must not pass silently)."""
@@ -168,7 +186,8 @@ class Mechanism(ABC):
 
     @abstractmethod
     def run(self, stages, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
-        """Compose the engine's `stages` (duckdp/stages); return the released keys and the executed rounds."""
+        """Compose the engine's generic stages (`stages`, a duckdp.stages.base.Engine) and the family's
+        own (`self.own_stages(stages)`); return the released keys and the executed rounds."""
 
     def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
         """What round `index` guarantees in users; by default the Basic bound for `exponent`."""

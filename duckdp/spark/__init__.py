@@ -1,10 +1,12 @@
 """duckdp on Apache Spark: the same mechanisms, plans and `Release` over Spark DataFrames.
 
 `duckdp.select(spark, df_or_table, algo=...)`, `duckdp.count_release(spark, ...)` and
-`duckdp.Session(spark, ...)` dispatch here when their first argument is a `SparkSession`.
-Plans (every σ and T) come from the engine-neutral `Mechanism.plan` and the mechanisms run
-unchanged (`mech.run(stages, plan, params)`); only the data stages are written again, with the
-DataFrame API (`stages.py`, a `duckdp.stages.base.Stages`; per-key PRF noise in `noise.py`).
+`duckdp.Session(spark, ...)` run here when their first argument is a `SparkSession`
+(`duckdp.engines.engine_for`). Plans (every σ and T) come from the engine-neutral `Mechanism.plan`
+and the mechanisms run unchanged (`mech.run(stages, plan, params)`); only the generic data stages
+are written again (`stages.py`, a `duckdp.stages.base.Engine`; the run in `lifecycle.py`; per-key
+PRF noise in `noise.py`), and each mechanism family's own Spark stages sit in its folder
+(duckdp/mechanisms/<family>/spark.py).
 pyspark is imported only when a SparkSession is passed.
 """
 from __future__ import annotations

@@ -4,10 +4,11 @@ Model: PipelineDP's `pipeline_backend.py` (one `PipelineBackend` interface, Loca
 implementations under one algorithm layer). duckdp's stages are coarser than PipelineDP's
 map/group-by primitives — one stage is one step of partition selection — so each engine can run a
 stage its own best way (DuckDB: checked SQL templates with bound parameters and quoted identifiers;
-Spark: DataFrame API). A mechanism's `run(stages, plan, params)` calls only the methods below and
-never learns which engine runs it; `plan()` is data-free and engine-neutral.
+Spark: DataFrame API, or the same template through `spark.sql` where its SQL is also Spark SQL).
+A mechanism's `run(stages, plan, params)` calls only the methods below and its own stages, and never
+learns which engine runs it; `plan()` is data-free and engine-neutral.
 
-ENGINE INTERFACE (what an engine implements; the Spark engine follows this contract)
+ENGINE INTERFACE (`duckdp.stages.base.Engine`: what every engine implements; it names no mechanism)
 ----------------------------------------------------------------------------------
 Frames are the engine's opaque handles (DuckDB: `Query`, lazily composed SQL + bound values; Spark:
 a DataFrame). Column contract, identical on every engine:
@@ -18,7 +19,7 @@ a DataFrame). Column contract, identical on every engine:
   weights : keys + `_dp_w` DOUBLE, one row per key
   keys    : key columns only (released or removed keys)
 
-Shared stages (every mechanism composes these; signatures in `duckdp/stages/base.py`):
+Generic stages (every mechanism composes these; signatures in `duckdp/stages/base.py`):
   pairs()                      distinct (user, key) pairs of the input (NULLs were refused earlier)
   sized(pairs)                 attach |W_u|
   truncate(sized, Δ0)          each user keeps min(|W_u|, Δ0) keys: the Δ0 of smallest keyed hash of
@@ -43,32 +44,22 @@ Shared stages (every mechanism composes these; signatures in `duckdp/stages/base
                                by the key columns so its order is a function of the released set
                                alone; called once on all released keys; num_rows(table) on it
 
-Mechanism-specific stages (`<algo>_<stage>`; same contract on every engine):
-  mad_vectors(kept)                      stored (_dp_user, keys, _dp_d, _dp_uw = 1/√d) (spec §2, §4)
-  mad_weights(vectors, plan)             MAD stages 1–4 → weights (spec §5)
-  mad2r_screen(pairs, vectors, plan1, plan2, Δ0)  stored exceptions (keys, _dp_released, _dp_round2,
-                                         _dp_beta): round-1 noise on the whole universe, decisions by
-                                         mechanisms.mad.screen_round1; `pairs` is the stored `sized` frame
-  mad2r_vectors(pairs, status, Δ0, β_min, β_max)  stored round-2 vectors (spec §6, §4)
-  mad2r_released(status)                 keys of O1
-  adaptive_sips_remaining(pairs, state|None)  R_u with `_dp_level` (state None: round 1, level 1)
-  adaptive_sips_vectors(kept, cap)       (_dp_user, keys, _dp_x): capped unit-norm vectors over R̃_u
-  adaptive_sips_weights(vectors)         weights Σ_u x_ui over ∪R̃_u
-  adaptive_sips_state(remaining, vectors, state, plan, params, j) → (stored state, released count):
-                               noise on EVERY key of ∪R_u, decisions by mechanisms.adaptive_sips.next_state;
-                               state = (keys, _dp_level, _dp_round), keys in play and keys released
-  adaptive_sips_released(state)          keys the state records as released
-  policy_pairs(counted, Δ0) → (pairs, items, n_items): truncated pairs with `_dp_n` (or GW's row
-                               counts, untruncated) and dense `_dp_item` ids 0..n−1;
-  count_users(pairs); policy_lists(pairs, items, batch_users) → iterator of Arrow batches, one list
-                               column of item ids per user in keyed-random user order (has .close());
-  policy_release(weights ndarray by item id, items, plan) → keys (noise + threshold over supp H)
-  geometric_release(weights, keep_prob)  truncated geometric keep decision → keys
-  top_counts(k)                          count release: the k largest distinct-user counts (keys,
-                                         `_dp_count`) as an Arrow table, ties in keyed-hash order
+  decide(weights, plan, rule, added)  the general noise step: noise on EVERY row of `weights` as in
+                               release, then the mechanism's numpy `rule(weights, noisy) -> (mask,
+                               {column: values})` picks the rows and adds columns (`added`: name → type).
+                               The rule is passed in, so no engine imports a mechanism (MAD2R's screen,
+                               adaptive SIPS's next state).
 
-Runs open through `duckdp.lifecycle.open_run` (connect check → run id → resolve input → charge →
-NULL check → close); an engine provides the equivalent for its session type.
+Mechanism-owned stages: a family's own stages (MAD's weighting, MAD2R's water-filling, adaptive SIPS's
+capped vectors and state, the policies' data preparation, truncated geometric's keep draw, count
+release's top counts) live in its folder, duckdp/mechanisms/<family>/, once per engine it declares
+(`Mechanism.engines`): `duckdb.py` (with the templates in `sql/` there) and `spark.py`, functions
+taking the engine as first argument, reached through `Mechanism.own_stages(engine)`. `select` refuses
+an engine a mechanism does not declare before any budget is charged.
+
+Runs open through the engine registry, `duckdp.engines.engine_for(con).open_run` (DuckDB:
+duckdp/lifecycle.py, Spark: duckdp/spark/lifecycle.py: resolve input → charge → NULL check → close);
+the entry points (`select`, `count_release`, `evaluate`) never branch on the engine.
 
 Salts are drawn from the run's `Randomness` in call order, so a seeded run is reproducible on one
 engine; cross-engine agreement is required for weights (no truncation active), σ and T, not for

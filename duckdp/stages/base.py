@@ -1,19 +1,27 @@
-"""`Stages`: the engine interface every mechanism composes (contract in `duckdp/stages/__init__.py`)."""
+"""`Engine`: the generic stages every engine implements (contract in `duckdp/stages/__init__.py`).
+
+It names no mechanism: a mechanism composes these stages, passes its own decision rule to `decide`,
+and brings its own stages per engine in its folder (duckdp/mechanisms/<family>/duckdb.py, spark.py).
+"""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 Frame = Any     # the engine's handle: DuckDB `Query`, Spark DataFrame
+# rule(weights, noisy) -> (mask of rows to keep, {column: values} added to the kept rows); weights are
+# NaN where `_dp_w` is NULL. The mechanism's own numpy decision (e.g. MAD2R's screen).
+Rule = Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, dict[str, np.ndarray]]"]
 
 
-class Stages(ABC):
-    """One engine's implementation of every stage; mechanisms see only this."""
+class Engine(ABC):
+    """One engine's implementation of the generic stages; mechanisms see only this and their own stages."""
 
-    engine: str
+    name: str          # the engine's registry name ("duckdb", "spark"): picks a mechanism's own stages
+    source: Any        # the resolved input (`key_names`, `description`, `keys` = internal key columns)
 
     # -- shared stages ----------------------------------------------------------------------
     @abstractmethod
@@ -39,6 +47,12 @@ class Stages(ABC):
     @abstractmethod
     def release(self, weights: Frame, plan) -> Frame:
         """Noise + threshold: the keys whose weight plus fresh keyed noise reaches `plan.threshold`."""
+
+    @abstractmethod
+    def decide(self, weights: Frame, plan, rule: Rule, added: dict[str, str]) -> Frame:
+        """Noise on EVERY row of `weights` (`_dp_w` + plan.scale · fresh keyed `plan.noise` noise, NULL
+        weights as 0), then the mechanism's numpy `rule(weights, noisy)` picks rows batch by batch:
+        the kept keys plus the columns the rule adds (`added`: name → SQL type `boolean`/`double`/`int`)."""
 
     @abstractmethod
     def remove(self, pairs: Frame, keys: Frame) -> Frame:
@@ -70,74 +84,6 @@ class Stages(ABC):
     def num_rows(self, table) -> int:
         """Rows of a result table returned by `output`."""
 
-    # -- mechanism-specific stages ---------------------------------------------------------
-    @abstractmethod
-    def mad_vectors(self, kept: Frame) -> Frame:
-        """Stored MAD user vectors (`_dp_user`, keys, `_dp_d`, `_dp_uw` = 1/√d)."""
-
-    @abstractmethod
-    def mad_weights(self, vectors: Frame, plan) -> Frame:
-        """MAD stages 1–4 over user vectors → (keys, `_dp_w`)."""
-
-    @abstractmethod
-    def mad2r_screen(self, pairs: Frame, vectors: Frame, plan1, plan2, max_contributions: int) -> Frame:
-        """Stored exceptions (keys, `_dp_released`, `_dp_round2`, `_dp_beta`) of MAD2R round 1."""
-
-    @abstractmethod
-    def mad2r_vectors(self, pairs: Frame, status: Frame, max_contributions: int, beta_min: float,
-                      beta_max: float) -> Frame:
-        """Stored round-2 user vectors (`_dp_user`, keys, `_dp_d`, `_dp_v`, `_dp_uw`, `_dp_biased`)."""
-
-    @abstractmethod
-    def mad2r_released(self, status: Frame) -> Frame:
-        """The keys MAD2R round 1 released (O1)."""
-
-    @abstractmethod
-    def adaptive_sips_remaining(self, pairs: Frame, state: Frame | None) -> Frame:
-        """R_u: the stored pairs whose key is in play in `state` (None: round 1, all), with `_dp_level`."""
-
-    @abstractmethod
-    def adaptive_sips_vectors(self, kept: Frame, cap: float) -> Frame:
-        """(`_dp_user`, keys, `_dp_x`): each user's capped unit-norm vector over the kept pairs R̃_u."""
-
-    @abstractmethod
-    def adaptive_sips_weights(self, vectors: Frame) -> Frame:
-        """(keys, `_dp_w` = Σ_u x_ui) over ∪R̃_u."""
-
-    @abstractmethod
-    def adaptive_sips_state(self, remaining: Frame, vectors: Frame, state: Frame | None, plan, params: dict,
-                            index: int) -> tuple[Frame, int]:
-        """Noise on every key of ∪R_u, `mechanisms.adaptive_sips.next_state` → the stored next state
-        (keys, `_dp_level`, `_dp_round`; released keys kept) and this round's number of released keys."""
-
-    @abstractmethod
-    def adaptive_sips_released(self, state: Frame) -> Frame:
-        """The keys a state records as released."""
-
     @abstractmethod
     def drop(self, frame: Frame) -> None:
         """Free a stored frame early (memory before the next round)."""
-
-    @abstractmethod
-    def policy_pairs(self, counted: bool, max_contributions: int) -> tuple[Frame, Frame, int]:
-        """(pairs with `_dp_n`, items with dense `_dp_item` ids, number of items)."""
-
-    @abstractmethod
-    def count_users(self, pairs: Frame) -> int:
-        """Distinct users of a pairs frame."""
-
-    @abstractmethod
-    def policy_lists(self, pairs: Frame, items: Frame, batch_users: int) -> Iterator:
-        """Arrow record batches of one list column of item ids per user, in keyed-random user order."""
-
-    @abstractmethod
-    def policy_release(self, weights: np.ndarray, items: Frame, plan) -> Frame:
-        """Noise + threshold over the sequential histogram's support."""
-
-    @abstractmethod
-    def geometric_release(self, weights: Frame, keep_prob: np.ndarray) -> Frame:
-        """Truncated geometric: keys kept with probability π(n) by one keyed uniform draw each."""
-
-    @abstractmethod
-    def top_counts(self, top: int):
-        """Count release: the `top` largest distinct-user counts (keys, `_dp_count`), Arrow, ties keyed."""

@@ -14,12 +14,13 @@ with ℓ2 sensitivity 1. The rounds get shares α and 1 − α of the budget com
 σ_1⁻² = α·μ², σ_2⁻² = (1−α)·μ² with μ calibrated to (ε, δ/2), jointly μ-GDP (Dong, Roth & Su 2022,
 Cor. 3.3, adaptive); thresholds at αδ/2 and (1−α)δ/2. zCDP: (αρ, αδ) and ((1−α)ρ, (1−α)δ).
 
-Stages (duckdp/stages; DuckDB SQL in brackets): the shared pairs → sized → truncate stages
-[stage_*.sql], stored user vectors [mad_vectors.sql; round 2: mad2r_remaining.sql, mad2r_vectors.sql,
-mad2r_biased.sql], MAD stages 1–4 [mad_weights.sql], the noise + threshold stage
-(duckdp/noise_stage.py), and MAD2R's screen between the rounds [mad2r_universe.sql, then
-`screen_round1` in numpy on the noise stage's output, mad2r_status.sql: round-1 noisy weights on the
-whole universe and round-2 preprocessing, storing only the keys released, removed or biased].
+Stages: the engine's generic pairs → sized → truncate stages [sql/stage_*.sql], then this folder's
+own (duckdb.py with the templates in ./sql, spark.py): stored user vectors [mad_vectors.sql; round 2:
+mad2r_remaining.sql, mad2r_vectors.sql, mad2r_biased.sql], MAD stages 1–4 [mad_weights.sql], the
+generic noise + threshold stage (duckdp/noise_stage.py), and MAD2R's screen between the rounds
+[mad2r_universe.sql, then `screen_round1` in numpy through the generic `decide` stage,
+mad2r_status.sql: round-1 noisy weights on the whole universe and round-2 preprocessing, storing only
+the keys released, removed or biased].
 """
 from __future__ import annotations
 
@@ -29,9 +30,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.special import ndtr
 
-from ..errors import InternalError
-from ..privacy.budget import Budget
-from ..privacy.mad import (
+from ...errors import InternalError
+from ...privacy.budget import Budget
+from ...privacy.mad import (
     adaptive_threshold,
     biased_novelty,
     check_beta_max,
@@ -43,9 +44,9 @@ from ..privacy.mad import (
     check_split,
     reroute_fraction,
 )
-from .base import Mechanism, Param, Round, RoundPlan
-from .basic import composed_gaussian_rounds, gaussian_round
-from .guarantee import RoundGuarantee, basic_bound
+from ..base import Mechanism, Param, Round, RoundPlan
+from ..basic import composed_gaussian_rounds, gaussian_round
+from ..guarantee import RoundGuarantee, basic_bound
 
 _SHARED = (
     Param("adaptive_excess", 3.0, "b in the adaptive threshold τ = T + b·σ (spec §5)", check_excess),
@@ -101,10 +102,10 @@ def _mad_guarantee(plan: RoundPlan, params: dict, bound: bool) -> RoundGuarantee
                           [f"MAD dominates Basic (Thm 6.1, spec §7): P ≥ min(P_Basic, Φ(b) = {cap:.4f})"])
 
 
-def unbiased_vectors(stages, pairs, max_contributions: int):
+def unbiased_vectors(stages, own, pairs, max_contributions: int):
     """Stored kept (user, key) pairs with d_u and w^u_i = 1/√d_u (§2 step 1, §4), from the stored
-    sized pairs, truncated to Δ0 with a fresh salt."""
-    return stages.mad_vectors(stages.truncate(pairs, max_contributions))
+    sized pairs, truncated to Δ0 with a fresh salt (`own`: the family's stages on this engine)."""
+    return own.mad_vectors(stages, stages.truncate(pairs, max_contributions))
 
 
 def screen_round1(weights: np.ndarray, noisy: np.ndarray, plan1: RoundPlan, plan2: RoundPlan) -> dict:
@@ -120,6 +121,18 @@ def screen_round1(weights: np.ndarray, noisy: np.ndarray, plan1: RoundPlan, plan
     tau2 = plan2.extra.tau
     beta = np.where(low > tau2, tau2 / np.where(low > tau2, low, 1.0), 1.0)
     return {"_dp_released": released, "_dp_round2": round2, "_dp_beta": beta}
+
+
+SCREEN_COLUMNS = {"_dp_released": "boolean", "_dp_round2": "boolean", "_dp_beta": "double"}
+
+
+def screen_exceptions(plan1: RoundPlan, plan2: RoundPlan):
+    """`screen_round1` as the rule of the generic `decide` stage, keeping only the exceptions (released,
+    removed or biased keys): every other key of the universe goes to round 2 unbiased."""
+    def rule(weights: np.ndarray, noisy: np.ndarray):
+        decided = screen_round1(weights, noisy, plan1, plan2)
+        return ~decided["_dp_round2"] | (decided["_dp_beta"] < 1), decided
+    return rule
 
 
 class Mad(Mechanism):
@@ -142,9 +155,10 @@ class Mad(Mechanism):
 
     def run(self, stages, plan, params):
         (round_plan,) = plan
+        own = self.own_stages(stages)
         pairs = stages.store(stages.sized(stages.pairs()), "pairs")     # read from the input once
-        vectors = unbiased_vectors(stages, pairs, params["max_contributions"])
-        table = stages.output(stages.release(stages.mad_weights(vectors, round_plan), round_plan))
+        vectors = unbiased_vectors(stages, own, pairs, params["max_contributions"])
+        table = stages.output(stages.release(own.mad_weights(stages, vectors, round_plan), round_plan))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
 
 
@@ -185,14 +199,15 @@ class Mad2R(Mechanism):
     def run(self, stages, plan, params):
         plan1, plan2 = plan
         max_contributions = params["max_contributions"]
+        own = self.own_stages(stages)
         pairs = stages.store(stages.sized(stages.pairs()), "pairs")     # read from the input once
-        vectors1 = unbiased_vectors(stages, pairs, max_contributions)
-        status = stages.mad2r_screen(pairs, vectors1, plan1, plan2, max_contributions)
+        vectors1 = unbiased_vectors(stages, own, pairs, max_contributions)
+        status = own.mad2r_screen(stages, pairs, vectors1, plan1, plan2, max_contributions)
         stages.drop(vectors1)                                            # free memory before round 2
-        first = stages.num_rows(stages.output(stages.mad2r_released(status)))
-        vectors2 = stages.mad2r_vectors(pairs, status, max_contributions, plan2.extra.beta_min,
-                                        plan2.extra.beta_max)
-        second = stages.release(stages.mad_weights(vectors2, plan2), plan2)
-        table = stages.output(stages.union(stages.mad2r_released(status), second))   # one sorted output
+        first = stages.num_rows(stages.output(own.mad2r_released(stages, status)))
+        vectors2 = own.mad2r_vectors(stages, pairs, status, max_contributions, plan2.extra.beta_min,
+                                     plan2.extra.beta_max)
+        second = stages.release(own.mad_weights(stages, vectors2, plan2), plan2)
+        table = stages.output(stages.union(own.mad2r_released(stages, status), second))   # one sorted output
         return table, [Round.from_plan(0, plan1, first),
                        Round.from_plan(1, plan2, stages.num_rows(table) - first)]

@@ -32,13 +32,14 @@ Privacy (user-level add/remove neighbours D, D' = D + u):
      novel-key events get δ_j = share_j·δ/2 (union bound). privacy/composition.py holds that math.
 The last steps (release, drop, levels) are post-processing of ŵ and the threshold bit.
 
-Stages (duckdp/stages; DuckDB SQL in brackets): the input's distinct pairs, stored once; per round
-step 1 [adaptive_sips_first.sql / adaptive_sips_remaining.sql: R_u with each key's level], step 2 the shared
-truncation stage (sized → truncate: R̃_u, d), step 3 [adaptive_sips_vectors.sql], step 4
-[adaptive_sips_weights.sql; rounds whose state a later round reads: adaptive_sips_universe.sql, every
-key of ∪R_u] and the noise stage, steps 5–6 `next_state` (numpy, engine-neutral) stored as the next
-state [adaptive_sips_state.sql]; the last round needs no state, so it noises only ∪R̃_u through the
-shared release stage. The output is the state's released keys [adaptive_sips_released.sql] ∪ the
+Stages (the engine's generic stages and this folder's own, duckdb.py with ./sql and spark.py; DuckDB
+SQL in brackets): the input's distinct pairs, stored once; per round step 1 [adaptive_sips_first.sql
+/ adaptive_sips_remaining.sql: R_u with each key's level], step 2 the shared truncation stage (sized
+→ truncate: R̃_u, d), step 3 [adaptive_sips_vectors.sql], step 4 [adaptive_sips_weights.sql; rounds
+whose state a later round reads: adaptive_sips_universe.sql, every key of ∪R_u] and the noise stage,
+steps 5–6 `next_state` (numpy, engine-neutral, through the generic `decide` stage) stored as the
+next state [adaptive_sips_state.sql]; the last round needs no state, so it noises only ∪R̃_u through
+the shared release stage. The output is the state's released keys [adaptive_sips_released.sql] ∪ the
 last round's.
 """
 from __future__ import annotations
@@ -51,14 +52,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidParameter
-from ..privacy.budget import Budget, split_exact
-from ..privacy.calibration import capped_l2_novelty, gaussian_threshold
-from ..privacy.composition import gaussian_rounds
-from ..privacy.mad import check_beta_min
-from .base import Mechanism, Param, Round, RoundPlan
-from .dpsips import _check_iterations, _check_ratio, round_shares
-from .guarantee import RoundGuarantee, noise_probability, weighting_text
+from ...errors import InvalidParameter
+from ...privacy.budget import Budget, split_exact
+from ...privacy.calibration import capped_l2_novelty, gaussian_threshold
+from ...privacy.composition import gaussian_rounds
+from ...privacy.mad import check_beta_min
+from ..base import Mechanism, Param, Round, RoundPlan
+from ..dpsips import _check_iterations, _check_ratio, round_shares
+from ..guarantee import RoundGuarantee, noise_probability, weighting_text
 
 
 def _check_z(name: str) -> Callable[[Any], float]:
@@ -108,6 +109,18 @@ def next_state(weights: np.ndarray, noisy: np.ndarray, plan: RoundPlan, params: 
     return released, level
 
 
+STATE_COLUMNS = {"_dp_level": "double", "_dp_released": "boolean"}
+
+
+def state_rule(plan: RoundPlan, params: dict):
+    """`next_state` as the rule of the generic `decide` stage: keys still in play or released this round
+    get a state row (`_dp_level`, `_dp_released`)."""
+    def rule(weights: np.ndarray, noisy: np.ndarray):
+        released, level = next_state(weights, noisy, plan, params)
+        return (level > 0) | released, {"_dp_level": level, "_dp_released": released}
+    return rule
+
+
 class AdaptiveSIPS(Mechanism):
     name = "adaptive_sips"
     citation = ("duckdp's adaptive SIPS (docs/specs/adaptive-sips.md) on DP-SIPS (Swanberg et al., PoPETs 2023, "
@@ -154,25 +167,27 @@ class AdaptiveSIPS(Mechanism):
 
     def run(self, stages, plan, params):
         max_contributions = params["max_contributions"]
+        own = self.own_stages(stages)
         pairs = stages.store(stages.pairs(), "pairs")             # distinct pairs, read from the input once
         state, rounds = None, []
         for j, round_plan in enumerate(plan[:-1]):
-            remaining = stages.adaptive_sips_remaining(pairs, state)
-            vectors = round_vectors(stages, remaining, round_plan, max_contributions)
-            new, released = stages.adaptive_sips_state(remaining, vectors, state, round_plan, params, j)
+            remaining = own.remaining(stages, pairs, state)
+            vectors = round_vectors(stages, own, remaining, round_plan, max_contributions)
+            new, released = own.state(stages, remaining, vectors, state, round_plan, params, j)
             if state is not None:
                 stages.drop(state)
             state = new
             rounds.append(Round.from_plan(j, round_plan, released))
-        remaining = stages.adaptive_sips_remaining(pairs, state)
-        last = stages.release(stages.adaptive_sips_weights(round_vectors(stages, remaining, plan[-1],
-                                                                         max_contributions)), plan[-1])
-        table = stages.output(last if state is None else stages.union(stages.adaptive_sips_released(state), last))
+        remaining = own.remaining(stages, pairs, state)
+        last = stages.release(own.weights(stages, round_vectors(stages, own, remaining, plan[-1],
+                                                                max_contributions)), plan[-1])
+        table = stages.output(last if state is None else stages.union(own.released(stages, state), last))
         released = stages.num_rows(table) - sum(r.released for r in rounds)
         rounds.append(Round.from_plan(len(plan) - 1, plan[-1], released))
         return table, rounds
 
 
-def round_vectors(stages, remaining, plan: RoundPlan, max_contributions: int):
-    """Steps 2–3: R̃_u by the shared truncation stage (fresh salt), then each user's capped vector."""
-    return stages.adaptive_sips_vectors(stages.truncate(stages.sized(remaining), max_contributions), plan.extra.cap)
+def round_vectors(stages, own, remaining, plan: RoundPlan, max_contributions: int):
+    """Steps 2–3: R̃_u by the generic truncation stage (fresh salt), then each user's capped vector
+    (`own`: the family's stages on this engine)."""
+    return own.vectors(stages, stages.truncate(stages.sized(remaining), max_contributions), plan.extra.cap)

@@ -4,8 +4,9 @@ Gopi, Gulhane, Kulkarni, Shen, Shokouhi, Yekhanin, "Differentially Private Set U
 version, Alg. 1–8, Thm 4.1, 5.1); Carvalho, Wang, Gondara, "Incorporating item frequency for
 differentially private set union" (AAAI 2022), as described in DP-SIPS §3.2.2.
 
-Each user's update depends on every earlier user, so this cannot be one SQL query. DuckDB prepares
-the data (pairs, truncation, dense item ids, per-user lists in keyed-hash user order) and streams
+Each user's update depends on every earlier user, so this cannot be one SQL query (nor a Spark job:
+these mechanisms declare DuckDB as their only engine). DuckDB prepares
+the data (pairs, truncation, dense item ids, per-user lists in keyed-hash user order; duckdb.py, ./sql) and streams
 the lists in Arrow batches to a numpy loop over one weight array indexed by item id; the final
 histogram goes back to the engine for keyed noise and the threshold (the shared release stage; on
 DuckDB duckdp/noise_stage.py), so seeded runs are reproducible and the noise is the same code as the
@@ -23,13 +24,13 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr
 
-from ..errors import InvalidParameter
-from ..privacy.budget import Budget, EpsDelta
-from ..privacy.calibration import laplace_scale, laplace_threshold, weighted_l1_novelty
-from .base import Mechanism, Param, Round, RoundPlan, approx_budget
-from .basic import gaussian_round, laplace_round
-from .guarantee import RoundGuarantee, basic_bound
-from .policy_updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
+from ...errors import InvalidParameter
+from ...privacy.budget import Budget, EpsDelta
+from ...privacy.calibration import laplace_scale, laplace_threshold, weighted_l1_novelty
+from ..base import Mechanism, Param, Round, RoundPlan, approx_budget
+from ..basic import gaussian_round, laplace_round
+from ..guarantee import RoundGuarantee, basic_bound
+from .updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
 
 BATCH_USERS = 8192   # users per Arrow batch: bounds memory to the histogram plus one batch
 
@@ -94,9 +95,11 @@ def update_loop(batches, n_items: int, update, gamma: float, progress: _Progress
 
 def sequential_histogram(stages, update, gamma: float, counted: bool, max_contributions: int):
     """The policy histogram as a weight array by item id, and the stored items frame mapping ids to keys."""
-    pairs, items, n_items = stages.policy_pairs(counted, max_contributions)
-    progress = _Progress(stages.count_users(pairs), "duckdp") if sys.stderr.isatty() else None
-    reader = stages.policy_lists(pairs, items, BATCH_USERS)
+    from . import duckdb as own  # the only engine these mechanisms run on (`engines`)
+
+    pairs, items, n_items = own.policy_pairs(stages, counted, max_contributions)
+    progress = _Progress(own.count_users(stages, pairs), "duckdp") if sys.stderr.isatty() else None
+    reader = own.policy_lists(stages, pairs, items, BATCH_USERS)
     try:
         weights = update_loop(reader, n_items, update, gamma, progress)
     finally:
@@ -105,7 +108,10 @@ def sequential_histogram(stages, update, gamma: float, counted: bool, max_contri
 
 
 class _Sequential(Mechanism):
-    update: Callable[[np.ndarray, float], np.ndarray]   # one user's update (policy_updates.py)
+    update: Callable[[np.ndarray, float], np.ndarray]   # one user's update (updates.py)
+    engines = ("duckdb",)
+    engine_note = ("the sequential policies (policy_*, gw) process users one after another and run only on "
+                   "DuckDB; on Spark use weighted_gaussian, dpsips, adaptive_sips, mad or mad2r")
     counted = False          # GW ranks keys by row count and skips deduplication and truncation
 
     def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
@@ -124,7 +130,7 @@ class _Sequential(Mechanism):
         (round_plan,) = plan
         weights, items = sequential_histogram(stages, self.update, round_plan.extra.cutoff, self.counted,
                                               params["max_contributions"])
-        table = stages.output(stages.policy_release(weights, items, round_plan))
+        table = stages.output(self.own_stages(stages).policy_release(stages, weights, items, round_plan))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InvalidParameter
-from ..privacy.budget import Budget, EpsDelta
-from .base import Mechanism, Round, RoundPlan, approx_budget
-from .basic import basic_weights
-from .guarantee import RoundGuarantee
+from ...errors import InvalidParameter
+from ...privacy.budget import Budget, EpsDelta
+from ..base import Mechanism, Round, RoundPlan, approx_budget
+from ..basic import basic_weights
+from ..guarantee import RoundGuarantee
 
 _MAX_STEPS = 2_000_000      # π reaches 1 after about 2·log(1/δ)/ε steps; beyond this ε is impractically small
 
@@ -82,5 +82,5 @@ class TruncatedGeometric(Mechanism):
         (round_plan,) = plan
         probs = keep_probabilities(round_plan.extra.per_key_epsilon, round_plan.extra.per_key_delta)
         counts = basic_weights(stages, params["max_contributions"], 0.0)
-        table = stages.output(stages.geometric_release(counts, probs))
+        table = stages.output(self.own_stages(stages).geometric_release(stages, counts, probs))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]

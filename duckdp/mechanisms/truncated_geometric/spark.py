@@ -1,0 +1,20 @@
+"""The truncated geometric mechanism's own stage on Spark (the DuckDB template: ./sql)."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ...spark.noise import noised
+from ...spark.stages import SparkStages
+
+
+def geometric_release(engine: SparkStages, weights, keep_prob: np.ndarray):
+    """Keys kept with probability π(n) by one keyed uniform draw (sql/truncated_geometric.sql)."""
+    from pyspark.sql import functions as F
+
+    probs = engine.spark.createDataFrame(pa.table({"_dp_n": pa.array(np.arange(1, len(keep_prob) + 1), pa.int64()),
+                                                 "_dp_p": pa.array(keep_prob, pa.float64())}))
+    drawn = noised(engine, weights, "uniform", "_dp_u")
+    return (drawn.withColumn("_dp_n", F.round(F.col("_dp_w")).cast("long"))
+            .join(F.broadcast(probs), "_dp_n", "left")
+            .where(F.col("_dp_u") < F.coalesce(F.col("_dp_p"), F.lit(1.0))).select(*engine.keys))
