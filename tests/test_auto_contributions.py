@@ -19,10 +19,9 @@ from duckdp.mechanisms.base import plan_event
 from duckdp.prf import PRFKey
 from duckdp.privacy import accounting
 from duckdp.privacy import auto_contributions as ac
-from duckdp.privacy.accountant import curves
+from duckdp.privacy.accountant import curves, spent_of
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.events import GaussianEvent, _ratio_up
-from duckdp.release import Spent
 from duckdp.rng import Randomness
 from duckdp.stages.duckdb import DuckDBStages
 
@@ -136,7 +135,7 @@ def test_split_never_exceeds_the_request(algo):
             auto, plan = ac.plan(budget, share, _planner(algo))
             charged = [auto.round_plan(), *plan]
             budgets = [p.budget for p in plan] + [auto.budget]
-            spent = Spent.of(budgets)
+            spent = spent_of(budgets)
             if isinstance(budget, ZCDP):
                 assert sum(map(Fraction, (b.rho for b in budgets))) <= Fraction(budget.rho)
                 assert sum(map(Fraction, (b.delta for b in budgets))) <= Fraction(budget.delta)

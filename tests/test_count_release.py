@@ -13,6 +13,7 @@ from scipy.special import ndtr
 
 import duckdp
 from duckdp.count_release import count_sigma, gumbel_noise, gumbel_threshold, private_count_release
+from duckdp.privacy.accountant import spent_of
 from duckdp.privacy.budget import ZCDP
 from duckdp.rng import Randomness
 
@@ -183,7 +184,7 @@ def test_count_release_end_to_end(con, table):
     z = [(c - true[k]) / s for k, c, s in zip(*(out.column(n).to_pylist() for n in out.column_names), strict=True)]
     assert max(map(abs, z)) < 6
     assert rel.spent.rho == 1.0 and rel.spent.zcdp_delta == 1e-6 and rel.ledger_rho <= 1.0
-    assert rel.spent.epsilon == pytest.approx(duckdp.Spent.of([duckdp.ZCDP(1.0, 1e-6)]).epsilon)
+    assert rel.spent.epsilon == pytest.approx(spent_of([duckdp.ZCDP(1.0, 1e-6)]).epsilon)
     assert sum(r.released for r in rel.rounds) == out.num_rows
     assert "Gumbel calls" in rel.report() and "none (distinct-user counts" in rel.report()
     assert con.sql("SELECT * FROM t ORDER BY ALL").fetchall() == before

@@ -13,9 +13,9 @@ from scipy.special import ndtr, ndtri
 import duckdp
 from duckdp.mechanisms import get
 from duckdp.mechanisms.dpsips import DPSIPS, round_shares, round_weights
+from duckdp.privacy.accountant import spent_of
 from duckdp.privacy.budget import ZCDP, EpsDelta, split_exact
 from duckdp.privacy.calibration import analytic_gaussian_sigma, gaussian_threshold
-from duckdp.release import Spent
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
@@ -125,7 +125,7 @@ def test_round_budgets_compose_exactly(budget, iterations, ratio):
     amount = "epsilon" if isinstance(budget, EpsDelta) else "rho"
     assert sum(getattr(b, amount) for b in rounds) == getattr(budget, amount)
     assert sum(b.delta for b in rounds) == budget.delta
-    spent = Spent.of(rounds)
+    spent = spent_of(rounds)
     if isinstance(budget, EpsDelta):
         assert (spent.epsilon, spent.delta) == (budget.epsilon, budget.delta)
     else:

@@ -15,11 +15,11 @@ from duckdp.mechanisms import get
 from duckdp.mechanisms.base import RoundPlan
 from duckdp.mechanisms.mad import MadRound, unbiased_vectors
 from duckdp.mechanisms.mad import duckdb as mad_duckdb
+from duckdp.privacy.accountant import spent_of
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import gaussian_threshold
 from duckdp.privacy.composition import gaussian_rounds
 from duckdp.privacy.mad import adaptive_threshold, max_reroute_fraction, reroute_fraction
-from duckdp.release import Spent
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
@@ -314,7 +314,7 @@ def test_mad2r_budget_composes_exactly(budget, split):
     mech = get("mad2r")
     plans = mech.plan(budget, 100, mech.check_params({"split": split}))
     b1, b2 = (p.budget for p in plans)
-    spent = Spent.of([b1, b2])
+    spent = spent_of([b1, b2])
     if isinstance(budget, EpsDelta):
         assert (spent.epsilon, spent.delta) == (budget.epsilon, budget.delta)
         assert b1.epsilon == pytest.approx(split * budget.epsilon, rel=1e-15)

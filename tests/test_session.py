@@ -24,12 +24,12 @@ from duckdp import (
     SchemaError,
     Session,
 )
+from duckdp.privacy.accountant import spent_of
 from duckdp.privacy.conversions import (
     approx_zcdp_epsilon,
     approx_zcdp_to_dp,
     zcdp_delta,
 )
-from duckdp.release import Spent
 
 RUN = {"max_contributions": 5, "seed": 1}
 
@@ -459,7 +459,7 @@ def test_zcdp_delta_monotone(rho, eps, f):
 @given(rho=RHO, delta=SMALL_DELTA, f=st.floats(1.0, 4.0))
 @example(rho=1e-4, delta=1e-6, f=1.0)     # δ' underflowed to 0 here (log(0) in approx_zcdp_epsilon)
 def test_zcdp_charge_is_finite_and_monotone(rho, delta, f):
-    s = Spent.of([duckdp.ZCDP(rho, delta)])
+    s = spent_of([duckdp.ZCDP(rho, delta)])
     assert math.isfinite(s.epsilon) and s.epsilon > 0 and s.delta == delta + (1 - delta) * delta
     assert approx_zcdp_to_dp(rho, delta, s.epsilon) <= s.delta * SLACK          # the charge is sound
     assert approx_zcdp_epsilon(rho * f, delta, s.delta) * SLACK >= s.epsilon     # more ρ, more ε

@@ -47,6 +47,7 @@ from .events import (
     LoggedEvent,
     PrivacyEvent,
     ZcdpEvent,
+    budget_event,
     dumps,
     loads,
 )
@@ -201,6 +202,11 @@ def _shares(event: PrivacyEvent) -> list[tuple[str, float, float]]:
         else:
             raise UnsupportedEventError(f"{leaf!r} has no nominal (ε, δ) or ρ charge")
     return out
+
+
+def spent_of(budgets: Sequence[Budget]) -> Spent:
+    """The nominal composition of round budgets (`nominal_spent` of their events)."""
+    return nominal_spent(ComposedEvent(tuple(budget_event(b) for b in budgets)))
 
 
 def nominal_spent(event: PrivacyEvent) -> Spent:
@@ -464,4 +470,4 @@ def plan_hook(accountant: Accountant | None, label: str,
 
 
 __all__ = ["Accountant", "Amount", "LedgerEntry", "PldAccountant", "UnsupportedEventError", "ZcdpAccountant",
-           "curves", "nominal_spent", "plan_hook"]
+           "curves", "nominal_spent", "plan_hook", "spent_of"]

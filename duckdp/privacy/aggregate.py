@@ -398,7 +398,7 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
 
 def _spent(budget: Budget, rho: float, sel_delta: float) -> Spent:
     """The call's guarantee: δ-approximate ρ-zCDP, stated as (ε, δ) by DP-SIPS Cor. 9 with δ' = δ
-    (= Spent.of), or with no selection δ' = the request's δ."""
+    (= privacy.accountant.spent_of), or with no selection δ' = the request's δ."""
     d_dp = sel_delta + (1 - sel_delta) * sel_delta if sel_delta else budget.delta
     return Spent(approx_zcdp_epsilon(rho, sel_delta, d_dp), d_dp, rho, sel_delta)
 

@@ -102,13 +102,6 @@ class Spent:
     rho: float | None = None
     zcdp_delta: float | None = None
 
-    @classmethod
-    def of(cls, budgets: list[Budget]) -> Spent:
-        """The nominal composition of round budgets (privacy/accountant.nominal_spent, the one place)."""
-        from .accountant import nominal_spent
-        from .events import ComposedEvent, budget_event
-        return nominal_spent(ComposedEvent(tuple(budget_event(b) for b in budgets)))
-
     def as_dict(self) -> dict:
         out: dict[str, float | None] = {"epsilon": self.epsilon, "delta": self.delta}
         if self.rho is not None:
