@@ -116,7 +116,7 @@ def _public_keys(con, keys: Any, key_names: list[str]) -> pa.Table:
     for n in key_names:
         if table.column(n).null_count:
             raise InvalidParameter(f"the public key set has NULL in {n!r}: keys are never NULL")
-    return table
+    return table.group_by(key_names, use_threads=False).aggregate([])      # distinct keys
 
 
 def _check_source(source: Source, con, plan: AggregatePlan) -> None:
