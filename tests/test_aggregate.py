@@ -8,9 +8,12 @@ import math
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
 import pytest
 
 import duckdp
+from duckdp import cli
 from duckdp.errors import BudgetExceeded, InvalidParameter, SchemaError
 from duckdp.lifecycle import open_run
 from duckdp.mechanisms.aggregate import duckdb as stages_sql
@@ -237,3 +240,27 @@ def test_engine_sensitivity_holds_and_broken_bounds_are_caught(con):
     wide = tuple(Metric(m.name, m.kind, m.column, -1e12, 1e12) if m.column else m for m in plan.metrics)
     no_clip = dataclasses.replace(plan, metrics=wide)
     assert worst_ratio(con, no_clip, plan) > 1e3
+
+
+# ---------------------------------------------------------------- command line
+
+def test_cli_aggregate_public_keys_csv_and_ledger(con, tmp_path, capsys):
+    """`duckdp aggregate`: parquet in, public keys from a CSV file, CSV out sorted by key (the same numbers as
+    the API on the same seed); --ledger charges the run once and refuses the overrun with no output."""
+    t = ratings()
+    pq.write_table(t, tmp_path / "in.parquet")
+    pcsv.write_csv(pa.table({"item": ["k003", "k001", "zz"]}), tmp_path / "keys.csv")
+    base = ["aggregate", str(tmp_path / "in.parquet"), "--by", "item", "--metric", "n=count",
+            "--metric", "avg=mean:rating:1:5", "--keys", str(tmp_path / "keys.csv"), "--rho", "0.4",
+            "--delta", "1e-6", "--max-contributions", "50", "--seed", "5"]
+    ledger = ["--ledger", str(tmp_path / "l.duckdb"), "--total-rho", "0.7", "--total-delta", "1e-5"]
+    assert cli.main([*base, "-o", str(tmp_path / "out.csv"), *ledger]) == 0
+    out = pcsv.read_csv(tmp_path / "out.csv")
+    assert out.column_names == ["item", "n", "avg"] and out.column("item").to_pylist() == ["k001", "k003", "zz"]
+    api = duckdp.aggregate(con, t, by="item", metrics={"n": "count", "avg": ("mean", "rating", 1, 5)},
+                           keys=["k001", "k003", "zz"], rho=0.4, delta=1e-6, max_contributions=50, seed=5).to_arrow()
+    assert out.column("n").to_pylist() == api.column("n").to_pylist()
+    assert np.allclose(out.column("avg").to_pylist(), api.column("avg").to_pylist())
+    assert "remaining ρ=0.3" in capsys.readouterr().out
+    assert cli.main([*base, "-o", str(tmp_path / "again.parquet"), *ledger]) == 2
+    assert "would exceed" in capsys.readouterr().err and not (tmp_path / "again.parquet").exists()
