@@ -194,6 +194,10 @@ def aggregate(con, table, *, by: str | list[str], user_col: str = "user_id", met
     plan = plan_aggregate(budget, metrics, max_contributions=max_contributions, max_rows_per_key=max_rows_per_key,
                           keys=mode, algo=algo, selection_share=selection_share, metric_shares=metric_shares,
                           confidence=confidence, pre_threshold=pre_threshold)
+    if mode == "select" and plan.pre_threshold > 1:
+        # plan_aggregate accepts count_gaussian/count_laplace (spec §4.4), but running their selection on
+        # users − (k − 1) needs a pre-thresholded weight stage that does not exist yet: refuse, never ignore.
+        raise InvalidParameter(f"pre_threshold with keys={algo!r} is not implemented yet: use keys='threshold'")
     rounds_plan = None
     if mech is not None:
         if plan.selection_budget is None:
@@ -249,6 +253,8 @@ def aggregate(con, table, *, by: str | list[str], user_col: str = "user_id", met
             true = agg_duckdb.measures(stages, plan, rows, kept, keyset)
         else:                                            # keys="threshold" with only users metrics
             true = counts.filter(pa.array(keep))
+        if users_noisy is not None and not true.select(names).equals(keyset_table):   # threshold's users align
+            raise InternalError("invariant failed: measures are listed in the key set's sorted order")
         hi, lo = _counters(true)
         noisy: dict[tuple[str, str], np.ndarray] = {}
         for i, m in enumerate(plan.measures):

@@ -274,3 +274,17 @@ def test_spark_is_refused_before_any_charge():
         duckdp.aggregate(fake_spark, "t", by="item", metrics=METRICS, keys="dpsips", rho=0.5, delta=1e-6,
                          accountant=acc)
     assert acc.committed == []
+
+
+def test_pre_threshold_keeps_keys_under_k_users_out(con):
+    """keys='threshold', pre_threshold=k: the selection runs on users − (k − 1), so a key with < k users never
+    appears (spec §4.4); with a select() mechanism it is refused until implemented, never ignored."""
+    t = ratings(n_users=3000, n_keys=60, seed=2)
+    con.register("pt", t)
+    users = dict(con.sql("SELECT item, count(DISTINCT user_id) FROM pt GROUP BY item").fetchall())
+    k = sorted(users.values())[len(users) // 2]               # half the keys are below k
+    agg = run(con, t, keys="threshold", metrics={"n": "users", "c": "count"}, pre_threshold=k, rho=2.0)
+    released = agg.to_arrow().column("item").to_pylist()
+    assert released and all(users[key] >= k for key in released)
+    with pytest.raises(InvalidParameter, match="not implemented"):
+        run(con, t, keys="count_gaussian", pre_threshold=2)
