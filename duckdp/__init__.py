@@ -4,6 +4,7 @@ from .count_release import CountRelease, count_release
 from .errors import BudgetExceeded, DataError, DuckDPError, InvalidParameter, SchemaError
 from .evaluate import Evaluation, evaluate
 from .explain import Explanation, explain
+from .group_by import Aggregate, aggregate
 from .macros import install_macros
 from .privacy.accountant import Accountant
 from .privacy.budget import ZCDP, EpsDelta
@@ -15,4 +16,4 @@ __version__ = "0.1.0"
 __all__ = ["select", "algorithms", "Release", "Spent", "EpsDelta", "ZCDP", "DuckDPError",
            "InvalidParameter", "SchemaError", "DataError", "BudgetExceeded", "__version__",
            "count_release", "CountRelease", "Session", "LedgerError", "install_macros",
-           "explain", "Explanation", "evaluate", "Evaluation", "Accountant"]
+           "explain", "Explanation", "evaluate", "Evaluation", "Accountant", "aggregate", "Aggregate"]

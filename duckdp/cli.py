@@ -28,6 +28,7 @@ from .api import algorithms, select
 from .count_release import count_release
 from .errors import DuckDPError, InvalidParameter, SchemaError
 from .explain import explain
+from .group_by import aggregate
 from .macros import macro_sql, write_macro_file
 from .mechanisms import get
 from .privacy.budget import EpsDelta, make_budget
@@ -250,7 +251,7 @@ def _item_col(args):
     return args.item_col[0] if len(args.item_col) == 1 else list(args.item_col)
 
 
-def _run_release(args, run) -> int:
+def _run_release(args, run, to_json=None) -> int:
     """Shared by select and count-release: checks → open input → `run(con, table, session)` → write →
     report (and the ledger's remaining budget)."""
     progress = _progress(args)
@@ -271,7 +272,7 @@ def _run_release(args, run) -> int:
     finally:
         con.close()
     if args.json:
-        out = _release_json(release, args.output)
+        out = (to_json or _release_json)(release, args.output)
         if remaining is not None:
             out["ledger"] = {"file": args.ledger, "table": args.ledger_table, "remaining": remaining.as_dict()}
         print(json.dumps(out, default=_jsonable, indent=2))
@@ -309,6 +310,60 @@ def _count_release(args) -> int:
                     seed=args.seed, **params)
 
     return _run_release(args, run)
+
+
+def _metric(text: str) -> tuple[str, Any]:
+    """--metric NAME=users | NAME=count | NAME=sum:COLUMN:LOWER:UPPER | NAME=mean:COLUMN:LOWER:UPPER."""
+    name, eq, spec = text.partition("=")
+    parts = spec.split(":")
+    if not eq or not name:
+        raise InvalidParameter(f"--metric expects NAME=KIND[:COLUMN:LOWER:UPPER], got {text!r}")
+    if len(parts) == 1:
+        return name, parts[0]
+    if len(parts) != 4:
+        raise InvalidParameter(f"--metric {text!r}: sum and mean take KIND:COLUMN:LOWER:UPPER")
+    try:
+        return name, (parts[0], parts[1], float(parts[2]), float(parts[3]))
+    except ValueError:
+        raise InvalidParameter(f"--metric {text!r}: LOWER and UPPER must be numbers") from None
+
+
+def _public_keys(value: str):
+    """--keys: an existing parquet/CSV file holds public keys (read here: they are public); else ALGO|threshold."""
+    if not Path(value).is_file():
+        return value
+    con = duckdb.connect()
+    try:
+        reader = "read_csv_auto" if value.lower().endswith(".csv") else "read_parquet"
+        return con.sql(f"SELECT * FROM {reader}($path)", params={"path": value}).to_arrow_table()
+    except duckdb.Error as exc:
+        raise InvalidParameter(f"cannot read public keys from {value!r}: {_first_line(exc)}") from None
+    finally:
+        con.close()
+
+
+def _aggregate_json(agg, output: str) -> dict:
+    return {"input": agg.input, "key_columns": agg.key_names, "output": output, "released": len(agg),
+            "keys": agg.plan.keys, "algo": agg.plan.algo, "spent": agg.spent.as_dict(), "seeded": agg.seeded,
+            "plan": agg.plan.report_lines()}
+
+
+def _aggregate(args) -> int:
+    params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
+    metrics = dict(_metric(m) for m in args.metric)
+    keys = _public_keys(args.keys)
+    progress = _progress(args)
+
+    def run(con, table, session):
+        progress("running aggregate")
+        call = aggregate if session is None else (lambda c, *a, **kw: session.aggregate(*a, **kw))
+        return call(con, table, by=args.by[0] if len(args.by) == 1 else list(args.by), user_col=args.user_col,
+                    metrics=metrics, keys=keys, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
+                    max_contributions=args.max_contributions, max_rows_per_key=args.max_rows_per_key,
+                    selection_share=args.selection_share, pre_threshold=args.pre_threshold,
+                    confidence=args.confidence, seed=args.seed, **params)
+
+    return _run_release(args, run, _aggregate_json)
 
 
 def _explain(args) -> int:
@@ -478,6 +533,30 @@ def build_parser() -> argparse.ArgumentParser:
                      help="initial_epsilon, delta_per_call, kbar or relative_error, e.g. --param kbar=1000")
     _output_arguments(pcr)
     pcr.set_defaults(func=_count_release)
+
+    agg = sub.add_parser("aggregate", help="private GROUP BY: noisy users, counts, sums and means per key",
+                         description="Release keys of INPUT (selected privately, or public ones) with noisy metrics "
+                                     "per key, sorted by key (docs/specs/private-group-by.md).")
+    agg.add_argument("input", metavar="INPUT", help="parquet/CSV/JSON file or glob, or a DuckDB database file")
+    agg.add_argument("--by", action="append", required=True, help="key column; repeat for a composite key")
+    agg.add_argument("--user-col", default="user_id", help="user id column (user_id)")
+    agg.add_argument("--table", help="table or view, for a DuckDB database INPUT (opened read-only)")
+    agg.add_argument("--metric", action="append", required=True, metavar="NAME=KIND[:COLUMN:LOWER:UPPER]",
+                     help="users, count, sum:COL:LO:HI or mean:COL:LO:HI (repeatable)")
+    agg.add_argument("--keys", default="adaptive_sips",
+                     help="a select() mechanism, 'threshold', or a parquet/CSV file of public keys (adaptive_sips)")
+    agg_budget = agg.add_mutually_exclusive_group(required=True)
+    agg_budget.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
+    agg_budget.add_argument("--rho", type=float, help="ρ of a δ-approximate ρ-zCDP budget")
+    agg.add_argument("--delta", type=float, required=True, help="δ (required)")
+    agg.add_argument("--max-contributions", type=int, default=100, metavar="Δ0", help="keys kept per user (100)")
+    agg.add_argument("--max-rows-per-key", type=int, default=1, metavar="M", help="rows per user and key (1)")
+    agg.add_argument("--selection-share", type=float, help="share of the budget for selecting keys (0.4)")
+    agg.add_argument("--pre-threshold", type=int, default=1, metavar="K", help="only keys with ≥ K users (1)")
+    agg.add_argument("--confidence", type=float, help="add NAME_low/NAME_high intervals at this level, e.g. 0.95")
+    agg.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="mechanism parameter")
+    _output_arguments(agg)
+    agg.set_defaults(func=_aggregate)
 
     exp = sub.add_parser("explain", help="what a key needs to be released at a budget (no data read)",
                          description="Explain, from the privacy budget alone, the noise and threshold of each "

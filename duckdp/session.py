@@ -34,7 +34,7 @@ resets and dropped tables — see the README's threat model.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import Any, TypeVar
 
 import duckdb
@@ -45,6 +45,8 @@ from .api import select as _select
 from .count_release import CountRelease
 from .count_release import count_release as _count_release
 from .errors import InvalidParameter, UnsupportedEventError
+from .group_by import Aggregate
+from .group_by import aggregate as _aggregate
 from .ledger import COLUMNS, LedgerError, MemoryLedger, TableLedger, table_parts
 from .privacy.accountant import REFUSE_EPS, Accountant, Amount, budget_str
 from .privacy.budget import EpsDelta, make_budget
@@ -54,7 +56,7 @@ from .spark import is_spark_session
 
 _SCHEMA = pa.schema([(c, {"BIGINT": pa.int64(), "TIMESTAMP": pa.timestamp("us"), "VARCHAR": pa.string(),
                           "DOUBLE": pa.float64()}[t]) for c, t in COLUMNS])
-R = TypeVar("R", bound=Release)
+R = TypeVar("R", bound=Sized)
 
 
 class Session:
@@ -130,6 +132,14 @@ class Session:
         """`duckdp.count_release` on the session's connection, charged to the session's budget."""
         return self._run(lambda: _count_release(self._con, table, rho=rho, delta=delta, accountant=self.accountant,
                                                 **kwargs))
+
+    def aggregate(self, table: Any, *, epsilon: float | None = None, delta: float | None = None,
+                  rho: float | None = None, **kwargs: Any) -> Aggregate:
+        """`duckdp.aggregate` on the session's connection: the whole call charged once, before any data is read."""
+        if not isinstance(self.budget, EpsDelta) and epsilon is not None:
+            raise UnsupportedEventError(REFUSE_EPS)
+        return self._run(lambda: _aggregate(self._con, table, epsilon=epsilon, delta=delta, rho=rho,
+                                            accountant=self.accountant, **kwargs))
 
     def __repr__(self) -> str:
         return f"<Session {budget_str(self.budget)}: spent {self.spent}, remaining {self.remaining}>"

@@ -14,7 +14,7 @@ TEMPLATES = sorted(name for name in FILES if name != "macros")   # macros.sql: s
 # `stage_*` for shared stages, `noise_*` for the noise + threshold stage (duckdp/noise_stage.py),
 # `<algo>_<stage>` otherwise.
 PREFIXES = ("stage_", "noise_", "dpsips_", "adaptive_sips_", "mad_", "mad2r_", "policy_", "gw_", "pcr_",
-            "evaluate_")
+            "evaluate_", "agg_")
 SINGLES = {"truncated_geometric"}
 
 

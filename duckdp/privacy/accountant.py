@@ -294,9 +294,9 @@ class Accountant(ABC):
                 raise LedgerError(f"ledger belongs to a different total budget ({row['budget_kind']}="
                                   f"{row['budget']}, delta={row['budget_delta']}) than this session's "
                                   f"{budget_str(self.budget)}; refusing to use it")
-            for c in ("charge", "charge_delta"):
-                if row[c] is None or not math.isfinite(row[c]) or row[c] <= 0:
-                    raise LedgerError(f"ledger: row {i} has an invalid {c} {row[c]!r} (must be finite and > 0)")
+            for c, least in (("charge", "> 0"), ("charge_delta", ">= 0")):   # δ = 0: public-key aggregates
+                if row[c] is None or not math.isfinite(row[c]) or row[c] < 0 or (least == "> 0" and row[c] == 0):
+                    raise LedgerError(f"ledger: row {i} has an invalid {c} {row[c]!r} (must be finite and {least})")
             try:
                 loads(row["events"])
             except ValueError as exc:

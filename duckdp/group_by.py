@@ -1,0 +1,276 @@
+"""`aggregate()`: private GROUP BY — noisy users, counts, sums and means for selected or public keys.
+
+validate → plan (no data: duckdp/privacy/aggregate.py) → open the run (charge once, before any read) →
+keys (a select() mechanism, Gaussian thresholding, or public) → engine stages (restrict, bound keys,
+sample rows, clip, per-key measures: duckdp/mechanisms/aggregate/) → exact discrete Gaussian noise per
+(measure, key) from the run's PRF → `finish` → a result sorted by key. Spec: docs/specs/private-group-by.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from . import mechanisms
+from .discrete import discrete_gaussian_array
+from .engines import engine_for
+from .errors import InternalError, InvalidParameter, SchemaError
+from .mechanisms import aggregate as agg_stages
+from .mechanisms.aggregate import duckdb as agg_duckdb
+from .mechanisms.base import Round
+from .privacy.accountant import Accountant, plan_hook
+from .privacy.aggregate import THRESHOLD_TAG, AggregatePlan, finish, plan_aggregate
+from .privacy.budget import make_budget
+from .privacy.events import ZcdpEvent
+from .release import Spent, by_key
+from .rng import Randomness
+from .source import Source
+from .stages.duckdb import DuckDBStages
+
+_NUMERIC = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger", "ubigint",
+            "uhugeint", "float", "double", "decimal"}
+
+
+@dataclass
+class Aggregate:
+    """The result of `duckdp.aggregate`: released keys with one column per metric (+ _low/_high), sorted by key.
+
+    Everything in it is a function of the released keys, the released numbers and the public plan."""
+
+    items: duckdb.DuckDBPyRelation
+    plan: AggregatePlan
+    spent: Spent
+    seeded: bool
+    input: str
+    key_names: list[str]
+    rounds: list[Round] = field(default_factory=list)     # the selection's rounds (keys=<algo>)
+    _table: pa.Table | None = field(default=None, repr=False)
+
+    def to_arrow(self) -> pa.Table:
+        """The released rows as one contiguous pyarrow Table, sorted by key."""
+        if self._table is None:
+            raise InvalidParameter("this result holds no table")
+        return self._table
+
+    def __len__(self) -> int:
+        return 0 if self._table is None else self._table.num_rows
+
+    def report(self) -> str:
+        """The plan (σ per measure, selection, split), what was released, and the randomness."""
+        lines = [f"duckdp aggregate — {len(self)} keys released",
+                 f"  input     : {self.input}  (keys: {', '.join(self.key_names)})",
+                 f"  Δ0        : {self.plan.max_contributions} keys per user, "
+                 f"{self.plan.max_rows_per_key} row(s) per user and key",
+                 f"  spent     : {self.spent}",
+                 f"  randomness: {'SEEDED (reproducible; not for real releases)' if self.seeded else 'fresh'}"]
+        lines += [f"  {line}" for line in self.plan.report_lines()]
+        if self.plan.keys == "threshold":
+            lines.append("  note      : released users counts passed a threshold, so they are biased upward; "
+                         "their intervals cover the noise, not this selection effect")
+        if self.plan.confidence is not None:
+            lines.append("  intervals : cover the bounded statistic (after Δ0, the row cap and clipping)")
+        return "\n".join(lines)
+
+
+def _mode(keys: Any) -> tuple[str, str | None]:
+    """("select", algo) | ("threshold", None) | ("public", None) from the `keys=` argument."""
+    if isinstance(keys, str):
+        if keys.strip().lower() == "threshold":
+            return "threshold", None
+        try:
+            return "select", mechanisms.get(keys).name
+        except InvalidParameter:
+            return "public", None          # a table name holding public keys
+    return "public", None
+
+
+def _public_keys(con, keys: Any, key_names: list[str]) -> pa.Table:
+    """The public key set as Arrow columns named like the input's keys (distinct; NULL keys refused)."""
+    if isinstance(keys, (list, tuple)):
+        if not keys:
+            raise InvalidParameter("keys= is an empty list: give at least one public key")
+        if len(key_names) == 1:
+            rows = [k[0] if isinstance(k, tuple) and len(k) == 1 else k for k in keys]
+            table = pa.table({key_names[0]: pa.array(rows)})
+        else:
+            if not all(isinstance(k, (tuple, list)) and len(k) == len(key_names) for k in keys):
+                raise InvalidParameter(f"public keys for {key_names} must be tuples of {len(key_names)} values")
+            table = pa.table({n: pa.array([k[i] for k in keys]) for i, n in enumerate(key_names)})
+    else:
+        try:
+            rel = con.table(keys) if isinstance(keys, str) else (keys if isinstance(keys, duckdb.DuckDBPyRelation)
+                                                                 else con.from_arrow(pa.Table.from_pandas(keys))
+                                                                 if hasattr(keys, "to_numpy") else
+                                                                 con.from_arrow(keys))
+            table = rel.to_arrow_table()
+        except (duckdb.Error, TypeError, ValueError, AttributeError, pa.ArrowException) as exc:
+            raise InvalidParameter(f"keys={keys!r:.80} is neither a select() algorithm, 'threshold', nor a "
+                                   f"readable public key set ({str(exc).splitlines()[0]})") from None
+        missing = [n for n in key_names if n not in table.column_names]
+        if missing:
+            raise SchemaError(f"the public key set lacks the key column(s) {missing}; it has {table.column_names}")
+        table = table.select(key_names)
+    for n in key_names:
+        if table.column(n).null_count:
+            raise InvalidParameter(f"the public key set has NULL in {n!r}: keys are never NULL")
+    return table.group_by(key_names, use_threads=False).aggregate([])      # distinct keys
+
+
+def _check_source(source: Source, con, plan: AggregatePlan) -> None:
+    """Schema checks before any data is read: value columns exist and are numeric; names do not collide."""
+    head = con.sql(f"SELECT * FROM {source.sql} LIMIT 0")
+    types = {c: t.id for c, t in zip(head.columns, head.types, strict=True)}
+    for mt in plan.metrics:
+        if mt.name in source.key_names:
+            raise InvalidParameter(f"metric {mt.name!r} has the name of a key column")
+        if mt.column is None:
+            continue
+        if mt.column not in types:
+            raise SchemaError(f"metric {mt.name!r}: column {mt.column!r} is not in {source.description} "
+                              f"(columns: {list(types)})")
+        if types[mt.column] not in _NUMERIC:
+            raise SchemaError(f"metric {mt.name!r}: column {mt.column!r} is {types[mt.column]}, not numeric")
+    extra = [f"{n}_{s}" for n in (m.name for m in plan.metrics) for s in ("low", "high")] if plan.confidence else []
+    clash = sorted(set(extra) & set(source.key_names))
+    if clash:
+        raise InvalidParameter(f"a confidence column would have the name of a key column: {clash}")
+
+
+def _ranks(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """Collision rank of each key among keys with the same counter, in the (sorted) key order (counters.py)."""
+    n = hi.size
+    order = np.lexsort((np.arange(n), lo, hi))
+    same = np.zeros(n, dtype=bool)
+    same[1:] = (hi[order][1:] == hi[order][:-1]) & (lo[order][1:] == lo[order][:-1])
+    starts = np.maximum.accumulate(np.where(same, 0, np.arange(n)))
+    ranks = np.empty(n, dtype=np.int64)
+    ranks[order] = np.arange(n) - starts
+    return ranks
+
+
+def _noise(randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray, sigma: float) -> np.ndarray:
+    """Exact N_Z(0, σ²) per key from K[b"aggm", tag, rank] keyed by its counter (CKS20 Alg. 3; spec §2.6):
+    a function of (K, tag, counter, rank) only, independent of other keys and of row order."""
+    ranks = _ranks(hi, lo)
+    out = np.zeros(hi.size, dtype=np.int64)
+    for r in np.unique(ranks):
+        rows = np.flatnonzero(ranks == r)
+        out[rows] = discrete_gaussian_array(randomness.key.derive(b"aggm", tag, int(r)), hi[rows], lo[rows], sigma)
+    return out
+
+
+def _counters(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    hi = table.column("_dp_chi").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+    lo = table.column("_dp_clo").to_numpy(zero_copy_only=False).astype(np.uint64)
+    return hi, lo
+
+
+def aggregate(con, table, *, by: str | list[str], user_col: str = "user_id", metrics: dict,
+              keys: Any = "adaptive_sips", epsilon: float | None = None, delta: float | None = None,
+              rho: float | None = None, max_contributions: int = 100, max_rows_per_key: int = 1,
+              selection_share: float | None = None, metric_shares: dict | None = None, pre_threshold: int = 1,
+              confidence: float | None = None, seed: int | None = None, accountant: Accountant | None = None,
+              **algo_params) -> Aggregate:
+    """Private GROUP BY `by` of `table`: one noisy column per metric for selected or public keys, sorted by key.
+
+    metrics: {name: "users" | "count" | ("sum" | "mean", column, lower, upper)}. keys: a select() algorithm
+    (it selects on `selection_share` of ρ), "threshold" (Gaussian thresholding of distinct-user counts,
+    released as the users metric), or public keys (table name, relation, DataFrame, list: every one released,
+    no other). The whole call is δ-approximate ρ-zCDP (spec §4) and is charged to `accountant` once, before
+    any data is read. `seed` makes it reproducible (tests, demos; the result says so).
+    """
+    kind = engine_for(con)
+    if kind.name not in agg_stages.ENGINES:              # before any charge or read
+        raise InvalidParameter(agg_stages.ENGINE_NOTE)
+    mode, algo = _mode(keys)
+    budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
+    mech = mechanisms.get(algo) if algo is not None else None
+    params = mech.check_params(algo_params) if mech is not None else {}
+    if mech is None and algo_params:
+        raise InvalidParameter(f"unknown parameters {sorted(algo_params)}: only a select() mechanism takes any")
+    plan = plan_aggregate(budget, metrics, max_contributions=max_contributions, max_rows_per_key=max_rows_per_key,
+                          keys=mode, algo=algo, selection_share=selection_share, metric_shares=metric_shares,
+                          confidence=confidence, pre_threshold=pre_threshold)
+    if mode == "select" and plan.pre_threshold > 1:
+        # plan_aggregate accepts count_gaussian/count_laplace (spec §4.4), but running their selection on
+        # users − (k − 1) needs a pre-thresholded weight stage that does not exist yet: refuse, never ignore.
+        raise InvalidParameter(f"pre_threshold with keys={algo!r} is not implemented yet: use keys='threshold'")
+    rounds_plan = None
+    if mech is not None:
+        if plan.selection_budget is None:
+            raise InternalError("invariant failed: a selection needs a selection budget")
+        mech.check_engine(kind.name)
+        mech.check_budget(plan.selection_budget)
+        rounds_plan = mech.plan(plan.selection_budget, plan.max_contributions, params)
+    by_cols = [by] if isinstance(by, str) else list(by)
+    public = None
+    if mode == "public":
+        if not by_cols or not all(isinstance(c, str) for c in by_cols):
+            raise InvalidParameter(f"by must be a column name or a list of them, got {by!r}")
+        public = _public_keys(con, keys, by_cols)
+    randomness = Randomness(seed)
+    on_plan = plan_hook(accountant, "aggregate", ZcdpEvent(plan.rho, plan.zcdp_delta))
+    rounds: list[Round] = []
+    with kind.open_run(con, table, user_col, by, randomness, plan=[plan], on_plan=on_plan,
+                       check_source=lambda s: _check_source(s, con, plan)) as stages:
+        if not isinstance(stages, DuckDBStages):
+            raise InternalError(f"invariant failed: aggregate runs on DuckDB, got {type(stages).__name__}")
+        source = stages.source
+        names = [f"_dp_k{i}" for i in range(len(source.key_names))]
+        users_noisy = None
+        if mode == "threshold":
+            counts = agg_duckdb.user_counts(stages, plan.max_contributions, plan.pre_threshold)
+            t = plan.threshold
+            if t is None:
+                raise InternalError("invariant failed: a threshold plan has a threshold")
+            hi, lo = _counters(counts)
+            c = counts.column("_dp_c").to_numpy(zero_copy_only=False).astype(np.int64)
+            noisy_c = c + _noise(randomness, THRESHOLD_TAG, hi, lo, t.sigma)      # spec §4.2
+            keep = noisy_c >= t.threshold
+            keyset_table = counts.select(names).filter(pa.array(keep))
+            users_noisy = noisy_c[keep]
+        elif mode == "select":
+            if mech is None or rounds_plan is None:
+                raise InternalError("invariant failed: a selection needs its mechanism")
+            selected, rounds = mech.run(stages, rounds_plan, params | {"max_contributions": plan.max_contributions})
+            keyset_table = selected.select(source.key_names).rename_columns(names)
+        else:
+            if public is None:
+                raise InternalError("invariant failed: public keys were not resolved")
+            head = agg_duckdb.key_schema(stages)
+            try:
+                keyset_table = public.rename_columns(names).cast(head)
+            except (pa.ArrowException, ValueError) as exc:
+                raise SchemaError(f"the public keys do not have the input's key types {head.types}: {exc}") from None
+        keyset = agg_duckdb.keyset(stages, keyset_table)
+        budgeted = any(m.tag != THRESHOLD_TAG for m in plan.measures)
+        if budgeted:
+            rows = agg_duckdb.restrict(stages, plan, keyset)
+            kept = agg_duckdb.bound_keys(stages, rows, plan.max_contributions)
+            true = agg_duckdb.measures(stages, plan, rows, kept, keyset)
+        else:                                            # keys="threshold" with only users metrics
+            true = counts.filter(pa.array(keep))
+        if users_noisy is not None and not true.select(names).equals(keyset_table):   # threshold's users align
+            raise InternalError("invariant failed: measures are listed in the key set's sorted order")
+        hi, lo = _counters(true)
+        noisy: dict[tuple[str, str], np.ndarray] = {}
+        for i, m in enumerate(plan.measures):
+            if m.tag == THRESHOLD_TAG:
+                noisy[(m.metric, m.part)] = np.asarray(users_noisy, dtype=np.int64)
+                continue
+            x = true.column(f"_dp_m{i}").to_numpy(zero_copy_only=False).astype(np.int64)
+            noisy[(m.metric, m.part)] = x + _noise(randomness, m.tag, hi, lo, m.sigma)
+        columns = finish(plan, noisy)
+        out = true.select(names).rename_columns(list(source.key_names))
+        for name, values in columns.items():
+            out = out.append_column(name, pa.array(values))
+    out = out.combine_chunks()
+    return Aggregate(items=by_key(con, out, list(source.key_names)), plan=plan, spent=plan.spent,
+                     seeded=randomness.seeded, input=source.description, key_names=list(source.key_names),
+                     rounds=rounds, _table=out)
+
+
+__all__ = ["Aggregate", "aggregate"]

@@ -1,0 +1,290 @@
+"""duckdp.aggregate on DuckDB (docs/specs/private-group-by.md): listing, public keys, grid exactness, σ from
+the plan, reproducibility, accounting, input errors before any read, coverage, and an engine sensitivity
+audit whose broken variants (no row cap, no clipping) are caught."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+
+import duckdp
+from duckdp import cli
+from duckdp.errors import BudgetExceeded, InvalidParameter, SchemaError
+from duckdp.lifecycle import open_run
+from duckdp.mechanisms.aggregate import duckdb as stages_sql
+from duckdp.privacy.aggregate import Metric, plan_aggregate
+from duckdp.privacy.budget import ZCDP
+from duckdp.rng import Randomness
+from tests.reference_aggregate import bounded_measures
+from tests.test_order import neighbours
+
+METRICS = {"raters": "users", "ratings": "count", "stars": ("sum", "rating", 1, 5), "avg": ("mean", "rating", 1, 5)}
+
+
+def ratings(n_users: int = 300, n_keys: int = 40, seed: int = 0) -> pa.Table:
+    """Each user rates a random subset of keys once (no bound binds at Δ0 ≥ n_keys, m = 1), values 1..5."""
+    rng = np.random.default_rng(seed)
+    users, items, values = [], [], []
+    for u in range(n_users):
+        ks = rng.choice(n_keys, size=rng.integers(1, min(8, n_keys + 1)), replace=False)
+        users += [u] * len(ks)
+        items += [f"k{k:03d}" for k in ks]
+        values += list(rng.integers(1, 6, size=len(ks)))
+    return pa.table({"user_id": pa.array(users, pa.int64()), "item": items, "rating": pa.array(values, pa.int64())})
+
+
+def run(con, table, **kw):
+    args = {"by": "item", "metrics": METRICS, "rho": 0.5, "delta": 1e-6, "max_contributions": 50, "seed": 1} | kw
+    return duckdp.aggregate(con, table, **args)
+
+
+def poisoned(con, table: pa.Table) -> str:
+    """A view over `table` whose rows raise when read (its schema reads fine): proves nothing was read."""
+    con.register("_src", table)
+    con.execute("CREATE VIEW poisoned AS SELECT user_id, item, "
+                "CASE WHEN user_id >= 0 THEN error('data was read') END::BIGINT AS rating FROM _src")
+    return "poisoned"
+
+
+# ---------------------------------------------------------------- listing
+
+@pytest.mark.parametrize("keys", ["dpsips", ["A", "B"]])
+def test_listing_is_sorted_and_a_function_of_released_keys_and_numbers(con, keys):
+    """test_order's pair: D' adds a user holding B and 50 unique keys (rows first). Sorted on both sides, and
+    A — untouched by that user — gets identical numbers: noise is keyed per key, not by what else is present."""
+    d, d2 = (t.append_column("rating", pa.array([3] * t.num_rows, pa.int64())) for t in neighbours())
+    same = 0
+    for seed in range(5):
+        a, b = (run(con, t, keys=keys, max_contributions=4, seed=seed, epsilon=1.0, rho=None, delta=1e-5)
+                for t in (d, d2))
+        ka, kb = (r.to_arrow().column("item").to_pylist() for r in (a, b))
+        for r, k in ((a, ka), (b, kb)):
+            assert k == sorted(k) and r.to_arrow().column(0).num_chunks == 1
+            assert [row[0] for row in r.items.fetchall()] == k
+        if ka == kb == ["A", "B"]:
+            same += 1
+            assert a.to_arrow().slice(0, 1).equals(b.to_arrow().slice(0, 1))
+    assert same >= 3
+
+
+def test_public_keys_are_exactly_the_public_set(con):
+    t = ratings()
+    public = ["k005", "k001", "nobody", "k001"]
+    agg = run(con, t, keys=public)
+    assert agg.to_arrow().column("item").to_pylist() == ["k001", "k005", "nobody"]
+    assert agg.plan.selection_budget is None and agg.spent.zcdp_delta == 0
+    con.register("pub", pa.table({"item": ["k002", "zz"]}))
+    for given in ("pub", con.table("pub"), pa.table({"item": ["k002", "zz"]}).to_pandas()):
+        assert run(con, t, keys=given).to_arrow().column("item").to_pylist() == ["k002", "zz"]
+
+
+def test_threshold_mode_releases_users_without_a_second_budget(con):
+    agg = run(con, ratings(n_users=2000), keys="threshold", metrics={"n": "users"})
+    assert agg.plan.threshold is not None and agg.plan.measures[0].rho == 0 and len(agg) > 0
+    assert all(n >= agg.plan.threshold.threshold for n in agg.to_arrow().column("n").to_pylist())
+    assert math.isclose(agg.spent.rho, 0.5)
+
+
+def test_pre_threshold_refused_for_weighted_selections(con):
+    with pytest.raises(InvalidParameter, match="no privacy proof"):
+        run(con, ratings(), keys="dpsips", pre_threshold=3)
+
+
+# ---------------------------------------------------------------- numbers
+
+def test_released_numbers_lie_on_the_grid(con):
+    agg = run(con, ratings(), keys=[f"k{k:03d}" for k in range(40)])
+    tab = agg.to_arrow()
+    assert tab.schema.field("raters").type == pa.int64() and tab.schema.field("ratings").type == pa.int64()
+    step = agg.plan.measure("stars", "sum").step
+    x = np.asarray(tab.column("stars").to_pylist()) / step
+    assert np.array_equal(x, np.round(x))
+
+
+def test_true_measures_match_the_reference_where_no_bound_binds(con):
+    t = ratings()
+    keys = [f"k{k:03d}" for k in range(40)]
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), METRICS, max_contributions=50, keys="public")
+    got = true_measures(con, t, plan, keys)
+    ref = bounded_measures(plan, t.column("user_id").to_pylist(), t.column("item").to_pylist(),
+                           t.column("rating").to_pylist(), keys)
+    for i, m in enumerate(plan.measures):
+        assert got[:, i].tolist() == [int(v) for v in ref[(m.metric, m.part)]], m
+
+
+def test_noise_has_the_plans_sigma(con):
+    """Keys with no rows release pure noise: its spread is σ of each measure (plan, spec §4)."""
+    t = ratings(n_users=5, n_keys=3)
+    keys = [f"none{i:04d}" for i in range(600)]
+    agg = run(con, t, keys=keys, metrics={"n": "count", "s": ("sum", "rating", 0, 1)}, rho=0.02)
+    tab = agg.to_arrow()
+    for name, part in (("n", "count"), ("s", "sum")):
+        m = agg.plan.measure(name, part)
+        x = np.asarray(tab.column(name).to_pylist(), dtype=float) / m.step
+        se = m.sigma / math.sqrt(2 * len(keys))          # std error of a sample std
+        assert abs(x.std() - m.sigma) < 4 * se and abs(x.mean()) < 4 * m.sigma / math.sqrt(len(keys))
+
+
+def test_seeded_runs_reproduce_and_say_so(con):
+    t = ratings()
+    a, b, c = run(con, t, seed=3), run(con, t, seed=3), run(con, t, seed=4)
+    assert a.to_arrow().equals(b.to_arrow()) and not a.to_arrow().equals(c.to_arrow())
+    assert a.seeded and not run(con, t, seed=None).seeded and "SEEDED" in a.report()
+
+
+@pytest.mark.parametrize("budget", [{"rho": 0.3, "delta": 1e-6}, {"epsilon": 1.0, "delta": 1e-6}])
+@pytest.mark.parametrize("keys", ["adaptive_sips", "threshold", ["k001"]])
+def test_spent_never_exceeds_the_request(con, budget, keys):
+    agg = run(con, ratings(), keys=keys, **({"rho": None} | budget))
+    if "rho" in budget:
+        assert agg.spent.rho <= budget["rho"]
+        assert agg.spent.zcdp_delta <= budget["delta"]
+    else:
+        assert agg.spent.epsilon <= budget["epsilon"] and agg.spent.delta <= budget["delta"]
+
+
+def test_session_charges_once_and_refuses_an_overrun_before_reading(con):
+    t = ratings()
+    s = duckdp.Session(con, rho=1.0, delta=1e-5)
+    s.aggregate(t, by="item", metrics=METRICS, keys="dpsips", rho=0.6, delta=1e-6, max_contributions=20)
+    assert len(s.events) == 1 and math.isclose(s.spent.value, 0.6)
+    with pytest.raises(BudgetExceeded):
+        s.aggregate(poisoned(con, t), by="item", metrics=METRICS, keys="dpsips", rho=0.6, delta=1e-6,
+                    max_contributions=20)
+
+
+@pytest.mark.parametrize("metrics, error, match", [
+    ({"x": ("sum", "nope", 1, 5)}, SchemaError, "'nope' is not in"),
+    ({"x": ("mean", "rating", 5, 1)}, InvalidParameter, "lower must be < upper"),
+    ({"x": ("sum", "item", 1, 5)}, SchemaError, "not numeric"),
+    ({}, InvalidParameter, "non-empty"),
+    ({"item": "count"}, InvalidParameter, "name of a key column"),
+])
+def test_bad_input_is_refused_before_reading(con, metrics, error, match):
+    src = poisoned(con, ratings())
+    with pytest.raises(error, match=match):
+        run(con, src, metrics=metrics, keys="dpsips")
+
+
+def test_bad_keys_and_spark_only_errors(con):
+    with pytest.raises(InvalidParameter, match="neither a select"):
+        run(con, ratings(), keys="no_such_table_or_algo")
+    with pytest.raises(InvalidParameter, match="empty list"):
+        run(con, ratings(), keys=[])
+
+
+# ---------------------------------------------------------------- coverage
+
+def test_confidence_intervals_cover_at_the_nominal_rate(con):
+    """No bound binds, so the bounded statistic is the true one; each interval covers it w.p. ≥ 0.9, so over
+    n keys the misses are ≤ Binomial(n, 0.1): allow mean + 4 sd."""
+    t = ratings(n_users=3000, n_keys=300, seed=1)
+    keys = [f"k{k:03d}" for k in range(300)]
+    agg = run(con, t, keys=keys, confidence=0.9, rho=1.0, seed=7)
+    con.register("t", t)
+    truth = con.sql("SELECT item, count(DISTINCT user_id) AS raters, count(*) AS ratings, sum(rating) AS stars, "
+                    "avg(rating) AS avg FROM t GROUP BY item ORDER BY item").to_arrow_table()
+    got = agg.to_arrow()
+    assert got.column("item").equals(truth.column("item"))
+    n, limit = len(keys), len(keys) * 0.1 + 4 * math.sqrt(len(keys) * 0.09)
+    for name in METRICS:
+        x = np.asarray(truth.column(name).to_pylist(), dtype=float)
+        lo, hi = (np.asarray(got.column(f"{name}_{s}").to_pylist(), dtype=float) for s in ("low", "high"))
+        assert np.all(lo <= np.asarray(got.column(name).to_pylist(), dtype=float))
+        assert ((x < lo) | (x > hi)).sum() <= limit, name
+    assert n == 300
+
+
+# ---------------------------------------------------------------- sensitivity audit (engine stages)
+
+def true_measures(con, table, plan, keys: list[str], seed: int = 0) -> np.ndarray:
+    """The engine's true per-key integers (before noise) for `plan` on the public key set `keys`."""
+    with open_run(con, table, "user_id", "item", Randomness(seed)) as st:
+        ks = stages_sql.keyset(st, pa.table({"_dp_k0": sorted(keys)}))
+        rows = stages_sql.restrict(st, plan, ks)
+        kept = stages_sql.bound_keys(st, rows, plan.max_contributions)
+        out = stages_sql.measures(st, plan, rows, kept, ks)
+    return np.column_stack([out.column(f"_dp_m{i}").to_numpy() for i in range(len(plan.measures))])
+
+
+def audit_neighbours() -> tuple[pa.Table, pa.Table, list[str]]:
+    """D: 60 users rating 12 keys; D' adds one user with 5 rows of ~10⁶ on each of the 12 keys (the spec's audit)."""
+    base = ratings(n_users=60, n_keys=12, seed=3)
+    keys = [f"k{k:03d}" for k in range(12)]
+    extra = pa.table({"user_id": pa.array([10**6] * 60, pa.int64()), "item": [k for k in keys for _ in range(5)],
+                      "rating": pa.array([10**6 + i for i in range(60)], pa.int64())})
+    return base, pa.concat_tables([extra, base]), keys
+
+
+def worst_ratio(con, plan, honest_plan) -> float:
+    """max over measures of ‖true(D') − true(D)‖₂ / the honest plan's ℓ2 sensitivity, over seeds."""
+    d, d2, keys = audit_neighbours()
+    worst = 0.0
+    for seed in range(3):
+        diff = true_measures(con, d2, plan, keys, seed) - true_measures(con, d, plan, keys, seed)
+        for i, m in enumerate(honest_plan.measures):
+            worst = max(worst, float(np.sqrt((diff[:, i].astype(float) ** 2).sum())) / m.sensitivity)
+    return worst
+
+
+def test_engine_sensitivity_holds_and_broken_bounds_are_caught(con):
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), METRICS, max_contributions=4, max_rows_per_key=1, keys="public")
+    assert 0.9 < worst_ratio(con, plan, plan) <= 1.0            # tight for this user, never above
+    no_row_cap = dataclasses.replace(plan, max_rows_per_key=10**6)
+    assert worst_ratio(con, no_row_cap, plan) > 4
+    wide = tuple(Metric(m.name, m.kind, m.column, -1e12, 1e12) if m.column else m for m in plan.metrics)
+    no_clip = dataclasses.replace(plan, metrics=wide)
+    assert worst_ratio(con, no_clip, plan) > 1e3
+
+
+# ---------------------------------------------------------------- command line
+
+def test_cli_aggregate_public_keys_csv_and_ledger(con, tmp_path, capsys):
+    """`duckdp aggregate`: parquet in, public keys from a CSV file, CSV out sorted by key (the same numbers as
+    the API on the same seed); --ledger charges the run once and refuses the overrun with no output."""
+    t = ratings()
+    pq.write_table(t, tmp_path / "in.parquet")
+    pcsv.write_csv(pa.table({"item": ["k003", "k001", "zz"]}), tmp_path / "keys.csv")
+    base = ["aggregate", str(tmp_path / "in.parquet"), "--by", "item", "--metric", "n=count",
+            "--metric", "avg=mean:rating:1:5", "--keys", str(tmp_path / "keys.csv"), "--rho", "0.4",
+            "--delta", "1e-6", "--max-contributions", "50", "--seed", "5"]
+    ledger = ["--ledger", str(tmp_path / "l.duckdb"), "--total-rho", "0.7", "--total-delta", "1e-5"]
+    assert cli.main([*base, "-o", str(tmp_path / "out.csv"), *ledger]) == 0
+    out = pcsv.read_csv(tmp_path / "out.csv")
+    assert out.column_names == ["item", "n", "avg"] and out.column("item").to_pylist() == ["k001", "k003", "zz"]
+    api = duckdp.aggregate(con, t, by="item", metrics={"n": "count", "avg": ("mean", "rating", 1, 5)},
+                           keys=["k001", "k003", "zz"], rho=0.4, delta=1e-6, max_contributions=50, seed=5).to_arrow()
+    assert out.column("n").to_pylist() == api.column("n").to_pylist()
+    assert np.allclose(out.column("avg").to_pylist(), api.column("avg").to_pylist())
+    assert "remaining ρ=0.3" in capsys.readouterr().out
+    assert cli.main([*base, "-o", str(tmp_path / "again.parquet"), *ledger]) == 2
+    assert "would exceed" in capsys.readouterr().err and not (tmp_path / "again.parquet").exists()
+
+
+def test_spark_is_refused_before_any_charge():
+    """aggregate declares DuckDB as its only engine: a SparkSession is refused before the accountant is charged."""
+    fake_spark = type("SparkSession", (), {"__module__": "pyspark.sql.session"})()
+    acc = duckdp.Accountant.for_budget(ZCDP(1.0, 1e-5))
+    with pytest.raises(InvalidParameter, match="DuckDB only for now"):
+        duckdp.aggregate(fake_spark, "t", by="item", metrics=METRICS, keys="dpsips", rho=0.5, delta=1e-6,
+                         accountant=acc)
+    assert acc.committed == []
+
+
+def test_pre_threshold_keeps_keys_under_k_users_out(con):
+    """keys='threshold', pre_threshold=k: the selection runs on users − (k − 1), so a key with < k users never
+    appears (spec §4.4); with a select() mechanism it is refused until implemented, never ignored."""
+    t = ratings(n_users=3000, n_keys=60, seed=2)
+    con.register("pt", t)
+    users = dict(con.sql("SELECT item, count(DISTINCT user_id) FROM pt GROUP BY item").fetchall())
+    k = sorted(users.values())[len(users) // 2]               # half the keys are below k
+    agg = run(con, t, keys="threshold", metrics={"n": "users", "c": "count"}, pre_threshold=k, rho=2.0)
+    released = agg.to_arrow().column("item").to_pylist()
+    assert released and all(users[key] >= k for key in released)
+    with pytest.raises(InvalidParameter, match="not implemented"):
+        run(con, t, keys="count_gaussian", pre_threshold=2)
