@@ -288,3 +288,19 @@ def test_pre_threshold_keeps_keys_under_k_users_out(con):
     assert released and all(users[key] >= k for key in released)
     with pytest.raises(InvalidParameter, match="not implemented"):
         run(con, t, keys="count_gaussian", pre_threshold=2)
+
+
+def test_sum_far_from_zero_saturates_instead_of_failing_after_the_charge(con):
+    """Bounds far from 0 make each row worth ~2⁵⁶ grid units: 600 rows exceed BIGINT. The true sum
+    saturates at ±2⁶² (1-Lipschitz, sensitivity unchanged) instead of a cast error raised after the charge,
+    whose presence would depend on the data."""
+    n = 600
+    t = pa.table({"user_id": pa.array(range(n), pa.int64()), "item": ["a"] * n,
+                  "v": pa.array([1e12] * n, pa.float64())})
+    session = duckdp.Session(con, rho=1.0, delta=1e-6)
+    agg = session.aggregate(t, by="item", metrics={"s": ("sum", "v", 1e12, 1e12 + 1)}, keys=["a"], rho=0.5,
+                            delta=1e-7, max_contributions=1, seed=3)
+    (s,) = agg.to_arrow().column("s").to_pylist()
+    plan_step = agg.plan.measure("s", "sum").step
+    assert 0 < s <= 2**62 * plan_step * 1.01 and s < n * 1e12
+    assert session.ledger.column("error").to_pylist() == [None]

@@ -15,6 +15,8 @@ from ...stages import Query
 from ...stages.duckdb import DuckDBStages, merge
 from ...templates import quote_ident
 
+_SATURATE = 2**62    # bound on a measure's true integer per key (saturating sum, see measures())
+
 
 def _lit(x: float) -> str:
     return f"CAST({float(x)!r} AS DOUBLE)"
@@ -88,7 +90,10 @@ def measures(engine: DuckDBStages, plan: AggregatePlan, rows: Query, kept: Query
                 expr = (f"sum(round_even({v} / {_lit(m.step)}, 0)::HUGEINT - {int(m.offset)}::HUGEINT) "
                         f"FILTER (WHERE {keep})")
         aggs.append(f"{expr} AS _dp_m{i}")
-        outs.append(f"coalesce(_dp_m{i}, 0)::HUGEINT::BIGINT AS _dp_m{i}")
+        # saturate at ±2⁶²: 1-Lipschitz, so no sensitivity grows, and noise added in int64 cannot overflow;
+        # a sum beyond BIGINT would otherwise fail the cast after the charge, an error that depends on the data
+        outs.append(f"least(greatest(coalesce(_dp_m{i}, 0)::HUGEINT, {-_SATURATE}::HUGEINT), "
+                    f"{_SATURATE}::HUGEINT)::BIGINT AS _dp_m{i}")
     hi, lo, _ = counter_sql(ctx.source.key_types)
     match = f"r._dp_user = kept._dp_user AND {ctx.key_match('r', 'kept')}"
     idents = {"rows": rows.sql, "kept": kept.sql, "keyset": f"({keys.sql})", "keys": k, "match": match,
