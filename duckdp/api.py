@@ -5,6 +5,10 @@ engines are checked before any budget is charged or data read.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
 from . import mechanisms
 from .engines import EngineKind, engine_for
 from .errors import InvalidParameter
@@ -16,17 +20,26 @@ from .release import Release, Spent
 from .rng import Randomness
 from .validation import max_contributions as check_max_contributions
 
+if TYPE_CHECKING:
+    from .engines import Connection
+    from .mechanisms.base import RoundPlan
+    from .privacy.auto_contributions import AutoChoice
+    from .privacy.budget import Budget
+    from .source import Source
+    from .spark.source import SparkSource
+    from .stages.base import Engine
+
 
 def algorithms() -> list[dict]:
     """Every mechanism with its citation, accepted budgets and parameters."""
     return [m.describe() for m in mechanisms.MECHANISMS.values()]
 
 
-def select(con, table, *, algo: str, epsilon: float | None = None, delta: float | None = None,
+def select(con: Connection, table: object, *, algo: str, epsilon: float | None = None, delta: float | None = None,
            rho: float | None = None, max_contributions: int | str = 100, user_col: str = "user_id",
            item_col: str | list[str] = "item", seed: int | None = None,
            auto_share: float = auto_contributions.DEFAULT_SHARE, accountant: Accountant | None = None,
-           **algo_params) -> Release:
+           **algo_params: Any) -> Release:
     """Release keys of `table` under user-level (ε, δ)-DP or δ-approximate ρ-zCDP.
 
     `table` is a table or view name, a DuckDBPyRelation, or any object DuckDB can register
@@ -44,6 +57,7 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech.check_budget(budget)
     auto = auto_contributions.is_auto(max_contributions)
+    fixed: int | None = None                  # Δ0 when given (None: chosen privately, 'auto')
     if auto:
         auto_contributions.check_share(auto_share)
         if not mech.truncates:
@@ -52,27 +66,27 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
     else:
         if isinstance(max_contributions, str):
             raise InvalidParameter(f"max_contributions must be an integer >= 1 or 'auto', got {max_contributions!r}")
-        max_contributions = check_max_contributions(max_contributions)
+        fixed = check_max_contributions(max_contributions)
         if auto_share != auto_contributions.DEFAULT_SHARE:
             raise InvalidParameter("auto_share applies only with max_contributions='auto'")
     params = mech.check_params(algo_params)
 
-    def planner(b, d):
+    def planner(b: Budget, d: int) -> list[RoundPlan]:
         return mech.plan(b, d, params)
 
     auto_plan = None
-    if auto:                                                   # the estimate and the mechanism, planned together
+    if fixed is None:                                          # the estimate and the mechanism, planned together
         auto_plan, plan = auto_contributions.plan(budget, auto_share, planner)
         charged = [auto_plan.round_plan(), *plan]
     else:
-        plan = charged = planner(budget, max_contributions)    # all σ and T before data is read
+        plan = charged = planner(budget, fixed)                # all σ and T before data is read
     randomness = Randomness(seed)
     on_plan = plan_hook(accountant, mech.name, plan_event(charged))
 
-    def prepare(stages):
+    def prepare(stages: Engine) -> tuple[list[RoundPlan], dict, AutoChoice | None]:
         """(plan, run params, choice) once data may be read: the Δ0 estimate first where asked."""
         if auto_plan is None:
-            return plan, params | {"max_contributions": max_contributions}, None
+            return plan, params | {"max_contributions": fixed}, None
         choice = auto_contributions.estimate(stages, auto_plan, randomness.key)
         final = auto_contributions.finish(choice, plan, planner)
         return final, params | {"max_contributions": choice.max_contributions}, choice
@@ -85,8 +99,9 @@ def select(con, table, *, algo: str, epsilon: float | None = None, delta: float 
                          randomness)
 
 
-def build_release(kind: EngineKind, con, mech: Mechanism, source, table_out, rounds: list[Round], budget,
-                  params: dict, run_plan, run_params: dict, choice, randomness: Randomness) -> Release:
+def build_release(kind: EngineKind, con: Connection, mech: Mechanism, source: Source | SparkSource, table_out: pa.Table,
+                  rounds: list[Round], budget: Budget, params: dict, run_plan: list[RoundPlan], run_params: dict,
+                  choice: AutoChoice | None, randomness: Randomness) -> Release:
     """THE Release of a mechanism's run, on any engine (`items`: the engine's relation, listed by key)."""
     return Release(items=kind.relation(con, table_out, source.key_names), algo=mech.name, citation=mech.citation,
                    budget=budget, spent=spent_of(rounds, choice), rounds=rounds, seeded=randomness.seeded,
@@ -95,12 +110,12 @@ def build_release(kind: EngineKind, con, mech: Mechanism, source, table_out, rou
                    plan=run_plan, auto=choice, _table=table_out)
 
 
-def spent_of(rounds, choice) -> Spent:
+def spent_of(rounds: list[Round], choice: AutoChoice | None) -> Spent:
     """The rounds' budgets and the Δ0 estimate's (last, so the exact partial sums of split budgets stay exact)."""
     return nominal_spent(plan_event(rounds + ([choice.plan.round_plan()] if choice is not None else [])))
 
 
-def auto_params(choice) -> dict:
+def auto_params(choice: AutoChoice | None) -> dict:
     """What `params` records about an automatic Δ0 (nothing for a fixed one)."""
     return {} if choice is None else {"auto_contributions": choice.as_dict()}
 

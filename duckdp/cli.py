@@ -18,21 +18,24 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from . import __version__, datasets
 from .api import algorithms, select
 from .count_release import count_release
 from .errors import DuckDPError, InvalidParameter, SchemaError
 from .explain import explain
-from .group_by import aggregate
+from .group_by import Aggregate, aggregate
 from .macros import macro_sql, write_macro_file
 from .mechanisms import get
-from .privacy.budget import EpsDelta, make_budget
+from .privacy.budget import Budget, EpsDelta, make_budget
 from .privacy.composition import zcdp_as_dp
+from .release import Release
 from .session import Session
 from .validation import max_contributions as check_max_contributions
 
@@ -54,7 +57,7 @@ class _Progress:
             print(f"duckdp: {message}", file=sys.stderr, flush=True)
 
 
-def _progress(args) -> _Progress:
+def _progress(args: argparse.Namespace) -> _Progress:
     return _Progress(sys.stderr.isatty() and not getattr(args, "json", False))
 
 
@@ -90,14 +93,14 @@ def _input_kind(path: str) -> str:
     return _kind(path)
 
 
-def _quiet(con):
+def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """DuckDB draws a progress bar on stdout for queries over 2 s by default: off, so piped output
     (e.g. --json) stays parseable on a slow machine; _select turns it on for a terminal."""
     con.execute("SET enable_progress_bar = false")
     return con
 
 
-def _open_input(path: str, table: str | None):
+def _open_input(path: str, table: str | None) -> tuple[duckdb.DuckDBPyConnection, str]:
     """(connection, table or view name) for INPUT. Database files are opened read-only; files and
     globs become a temporary view named like INPUT on a fresh in-memory connection."""
     kind = _input_kind(path)
@@ -123,7 +126,9 @@ def _open_input(path: str, table: str | None):
         raise SchemaError("--table only applies to a DuckDB database input")
     con = _quiet(duckdb.connect())
     try:
-        reader = {"parquet": con.read_parquet, "csv": con.read_csv, "json": con.read_json}[kind]
+        readers: dict[str, Callable[[str], duckdb.DuckDBPyRelation]] = {
+            "parquet": con.read_parquet, "csv": con.read_csv, "json": con.read_json}
+        reader = readers[kind]
         relation = reader(path)
         relation.limit(0).fetchall()  # surface unreadable input now, as bad input
         relation.to_view(path)  # a temp view named like INPUT, so messages and the report name it
@@ -145,7 +150,7 @@ def _check_output(out: str, inputs: str) -> None:
         raise InvalidParameter("output must not overwrite the input")
 
 
-def _write(release, out: str) -> None:
+def _write(release: Release, out: str) -> None:
     """Write the keys as `to_arrow()` lists them (sorted by key by the engine: a function of the released
     set only), through a temporary file renamed into place, so a failed run never leaves a partial output."""
     table = release.to_arrow()
@@ -188,7 +193,7 @@ def _parse_param(text: str) -> tuple[str, object]:
     return name.strip(), raw
 
 
-def _jsonable(value):
+def _jsonable(value: Any) -> Any:
     """JSON for budgets (as_dict), numpy scalars (item) and anything else (str)."""
     if hasattr(value, "as_dict"):
         return value.as_dict()
@@ -197,7 +202,7 @@ def _jsonable(value):
     return str(value)
 
 
-def _release_json(release, output: str) -> dict:
+def _release_json(release: Release, output: str) -> dict:
     return {"algo": release.algo, "citation": release.citation, "input": release.input,
             "key_columns": release.key_names, "output": output, "released": len(release),
             "max_contributions": release.max_contributions, "params": release.params,
@@ -219,7 +224,7 @@ def _contributions(text: str) -> int | str:
 _LEDGER_ALIAS = "duckdp_ledger_db"
 
 
-def _check_ledger_args(args) -> None:
+def _check_ledger_args(args: argparse.Namespace) -> None:
     """--ledger needs the ledger's total budget; the total flags need --ledger (checked before any run)."""
     totals = args.total_epsilon is not None or args.total_rho is not None or args.total_delta is not None
     if args.ledger is None:
@@ -234,7 +239,7 @@ def _check_ledger_args(args) -> None:
     make_budget(epsilon=args.total_epsilon, rho=args.total_rho, delta=args.total_delta)
 
 
-def _session(con, args) -> Session | None:
+def _session(con: duckdb.DuckDBPyConnection, args: argparse.Namespace) -> Session | None:
     """The Session of --ledger FILE: the database attached read-write to the run's connection, its
     ledger in table --ledger-table (created on first use; guarded, duckdp/ledger_guard.py)."""
     if args.ledger is None:
@@ -247,11 +252,16 @@ def _session(con, args) -> Session | None:
                    ledger_table=(_LEDGER_ALIAS, "main", args.ledger_table))
 
 
-def _item_col(args):
+def _item_col(args: argparse.Namespace) -> str | list[str]:
     return args.item_col[0] if len(args.item_col) == 1 else list(args.item_col)
 
 
-def _run_release(args, run, to_json=None) -> int:
+# run(con, table, session) -> the release: select, count release or aggregate, alone or through the ledger's Session
+_Run = Callable[[duckdb.DuckDBPyConnection, str, Session | None], Any]
+
+
+def _run_release(args: argparse.Namespace, run: _Run,
+                 to_json: Callable[[Any, str], dict[str, Any]] | None = None) -> int:
     """Shared by select and count-release: checks → open input → `run(con, table, session)` → write →
     report (and the ledger's remaining budget)."""
     progress = _progress(args)
@@ -284,12 +294,12 @@ def _run_release(args, run, to_json=None) -> int:
     return EXIT_OK
 
 
-def _select(args) -> int:
+def _select(args: argparse.Namespace) -> int:
     params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
     get(args.algo)  # unknown algorithm: fail before touching the input
     progress = _progress(args)
 
-    def run(con, table, session):
+    def run(con: duckdb.DuckDBPyConnection, table: str, session: Session | None) -> Release:
         progress(f"running {args.algo}")
         call = select if session is None else (lambda c, *a, **kw: session.select(*a, **kw))
         return call(con, table, algo=args.algo, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
@@ -299,11 +309,11 @@ def _select(args) -> int:
     return _run_release(args, run)
 
 
-def _count_release(args) -> int:
+def _count_release(args: argparse.Namespace) -> int:
     params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
     progress = _progress(args)
 
-    def run(con, table, session):
+    def run(con: duckdb.DuckDBPyConnection, table: str, session: Session | None) -> Release:
         progress("running count release")
         call = count_release if session is None else (lambda c, *a, **kw: session.count_release(*a, **kw))
         return call(con, table, rho=args.rho, delta=args.delta, user_col=args.user_col, item_col=_item_col(args),
@@ -328,7 +338,7 @@ def _metric(text: str) -> tuple[str, Any]:
         raise InvalidParameter(f"--metric {text!r}: LOWER and UPPER must be numbers") from None
 
 
-def _public_keys(value: str):
+def _public_keys(value: str) -> str | pa.Table:
     """--keys: an existing parquet/CSV file holds public keys (read here: they are public); else ALGO|threshold."""
     if not Path(value).is_file():
         return value
@@ -342,19 +352,19 @@ def _public_keys(value: str):
         con.close()
 
 
-def _aggregate_json(agg, output: str) -> dict:
+def _aggregate_json(agg: Aggregate, output: str) -> dict[str, Any]:
     return {"input": agg.input, "key_columns": agg.key_names, "output": output, "released": len(agg),
             "keys": agg.plan.keys, "algo": agg.plan.algo, "spent": agg.spent.as_dict(), "seeded": agg.seeded,
             "plan": agg.plan.report_lines()}
 
 
-def _aggregate(args) -> int:
+def _aggregate(args: argparse.Namespace) -> int:
     params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
     metrics = dict(_metric(m) for m in args.metric)
     keys = _public_keys(args.keys)
     progress = _progress(args)
 
-    def run(con, table, session):
+    def run(con: duckdb.DuckDBPyConnection, table: str, session: Session | None) -> Aggregate:
         progress("running aggregate")
         call = aggregate if session is None else (lambda c, *a, **kw: session.aggregate(*a, **kw))
         return call(con, table, by=args.by[0] if len(args.by) == 1 else list(args.by), user_col=args.user_col,
@@ -366,7 +376,7 @@ def _aggregate(args) -> int:
     return _run_release(args, run, _aggregate_json)
 
 
-def _explain(args) -> int:
+def _explain(args: argparse.Namespace) -> int:
     params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
     ex = explain(args.algo, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
                  max_contributions=args.max_contributions, keys_per_user=args.keys_per_user, **params)
@@ -380,7 +390,7 @@ def _explain(args) -> int:
     return EXIT_OK
 
 
-def _demo_budget(mech, args):
+def _demo_budget(mech: dict, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """The demo budget for `mech`, and a note when an (ε, δ)-only mechanism gets the (ε, δ) that
     the ρ budget implies (DP-SIPS Cor. 9 with δ' = δ, as Release.spent reports it)."""
     if args.epsilon is not None or "rho/delta" in mech["budgets"]:
@@ -389,12 +399,12 @@ def _demo_budget(mech, args):
     return {"epsilon": epsilon, "delta": delta_dp}, "*"
 
 
-def _budget_label(budget) -> str:
+def _budget_label(budget: Budget) -> str:
     return (f"ε={budget.epsilon:.3g}, δ={budget.delta:.2g}" if isinstance(budget, EpsDelta)
             else f"ρ={budget.rho:.3g}, δ={budget.delta:.2g}")
 
 
-def _demo(args) -> int:
+def _demo(args: argparse.Namespace) -> int:
     progress = _progress(args)
     wanted = args.algos or [m["name"] for m in algorithms()]
     mechs = {m["name"]: m for m in algorithms()}
@@ -436,8 +446,8 @@ def _demo(args) -> int:
         con.close()
     width = max([len("mechanism")] + [len(r[0]) for r in rows])
     print(f"{'mechanism':<{width}}  {'budget':<22} {'rounds':>6} {'released':>9} {'seconds':>8}")
-    for name, budget, n_rounds, released, seconds in sorted(rows, key=lambda r: -r[3]):
-        print(f"{name:<{width}}  {budget:<22} {n_rounds:>6} {released:>9,} {seconds:>8.2f}")
+    for name, label, n_rounds, released, seconds in sorted(rows, key=lambda r: -r[3]):
+        print(f"{name:<{width}}  {label:<22} {n_rounds:>6} {released:>9,} {seconds:>8.2f}")
     for line in skipped:
         print(f"skipped {line}")
     if not rows:
@@ -450,7 +460,7 @@ def _demo(args) -> int:
     return EXIT_OK
 
 
-def _algorithms(args) -> int:
+def _algorithms(args: argparse.Namespace) -> int:
     described = algorithms()
     if args.json:
         print(json.dumps(described, indent=2, default=_jsonable))
@@ -469,7 +479,7 @@ def _algorithms(args) -> int:
     return EXIT_OK
 
 
-def _macros(args) -> int:
+def _macros(args: argparse.Namespace) -> int:
     if args.test_key is not None and args.test_key < 0:
         raise InvalidParameter(f"--test-key must be an integer >= 0, got {args.test_key}")
     if args.output:

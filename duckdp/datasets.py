@@ -6,6 +6,7 @@ mechanisms deduplicate). The same (rows, seed) always gives the same table.
 """
 from __future__ import annotations
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -37,7 +38,7 @@ def synthetic_arrow(rows: int, seed: int = 0, *, scale: float = 10.0, shape: flo
     return pa.table({"user_id": pa.array(users), "item": item_col})
 
 
-def create_synthetic(con, name: str, rows: int, seed: int = 0, *, string_items: bool = False,
+def create_synthetic(con: duckdb.DuckDBPyConnection, name: str, rows: int, seed: int = 0, *, string_items: bool = False,
                      chunk: int = 5_000_000) -> None:
     """Create (or replace) table `name` on `con` with synthetic data; built in chunks to bound memory."""
     table = synthetic_arrow(rows, seed, string_items=string_items)
@@ -52,7 +53,7 @@ def create_synthetic(con, name: str, rows: int, seed: int = 0, *, string_items: 
             con.unregister("_duckdp_synthetic_chunk")
 
 
-def demo_table(con, name: str = "demo_reviews") -> str:
+def demo_table(con: duckdb.DuckDBPyConnection, name: str = "demo_reviews") -> str:
     """The built-in demo dataset: 200,000 (user, word) rows over ~10k users, string items."""
     create_synthetic(con, name, 200_000, seed=2024, string_items=True)
     return name

@@ -25,6 +25,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
 from .prf import BitStream, PRFKey, _aes, _u64
 
@@ -75,7 +76,8 @@ def discrete_gaussian(bits: BitStream, sigma: float) -> int:
             return y
 
 
-def discrete_gaussian_array(key: PRFKey, counters_hi, counters_lo, sigma: float) -> np.ndarray:
+def discrete_gaussian_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike,
+                            sigma: float) -> np.ndarray:
     """One exact N_Z(0, σ²) draw per 128-bit counter (int64), each from its own stream (see above).
 
     Exact like `discrete_gaussian` (CKS20 Alg. 3, on Python ints); the loop runs per key in Python

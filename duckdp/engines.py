@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import duckdb
 import pyarrow as pa
@@ -19,6 +19,12 @@ from .errors import InvalidParameter
 from .release import by_key
 from .spark import is_spark_session
 from .stages.base import Engine
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    # what the entry points take as `con`: a DuckDB connection or a SparkSession
+    Connection: TypeAlias = duckdb.DuckDBPyConnection | SparkSession
 
 
 @dataclass(frozen=True)
@@ -34,13 +40,13 @@ class EngineKind:
     sort_by: Callable[[Any, pa.Table, list[str]], pa.Table]
 
 
-def _duckdb_run(*args, **kwargs) -> AbstractContextManager[Engine]:
+def _duckdb_run(*args: Any, **kwargs: Any) -> AbstractContextManager[Engine]:
     from .lifecycle import open_run
 
     return open_run(*args, **kwargs)
 
 
-def _spark_run(*args, **kwargs) -> AbstractContextManager[Engine]:
+def _spark_run(*args: Any, **kwargs: Any) -> AbstractContextManager[Engine]:
     from .spark.lifecycle import open_run  # pyspark is imported only when a SparkSession is passed
 
     return open_run(*args, **kwargs)
@@ -55,7 +61,7 @@ ENGINES: tuple[EngineKind, ...] = (
 )
 
 
-def engine_for(con) -> EngineKind:
+def engine_for(con: object) -> EngineKind:
     """The engine for `con` (a DuckDB connection or a SparkSession), or a clear error."""
     for kind in ENGINES:
         if kind.accepts(con):

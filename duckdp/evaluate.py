@@ -9,12 +9,17 @@ al. ICML 2025 and Dick et al. ICLR 2026) and the release rate by key frequency.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from .engines import engine_for
 from .errors import InvalidParameter, SchemaError
 from .stages.duckdb import DuckDBStages
+
+if TYPE_CHECKING:
+    from .engines import Connection
+    from .release import Release
 
 EVALUATE_ENGINES = ("duckdb",)     # the engines `frequency_buckets` is written for
 
@@ -69,7 +74,8 @@ def frequency_buckets(engine: DuckDBStages, released: pa.Table, bucket_case: str
         "released": view, "match": ctx.key_match("f", "r"), "bucket": bucket_case}, {})
 
 
-def evaluate(con, table, release, *, user_col: str = "user_id", item_col: str | list[str] | None = None) -> Evaluation:
+def evaluate(con: Connection, table: object, release: Release, *, user_col: str = "user_id",
+             item_col: str | list[str] | None = None) -> Evaluation:
     """Compare `release` with the true keys of `table` (non-private; see the module docstring).
 
     `item_col` defaults to the release's key columns; given explicitly, it is matched to them by position.

@@ -87,7 +87,7 @@ def _mode(keys: Any) -> tuple[str, str | None]:
     return "public", None
 
 
-def _public_keys(con, keys: Any, key_names: list[str]) -> pa.Table:
+def _public_keys(con: duckdb.DuckDBPyConnection, keys: Any, key_names: list[str]) -> pa.Table:
     """The public key set as Arrow columns named like the input's keys (distinct; NULL keys refused)."""
     if isinstance(keys, (list, tuple)):
         if not keys:
@@ -119,7 +119,7 @@ def _public_keys(con, keys: Any, key_names: list[str]) -> pa.Table:
     return table.group_by(key_names, use_threads=False).aggregate([])      # distinct keys
 
 
-def _check_source(source: Source, con, plan: AggregatePlan) -> None:
+def _check_source(source: Source, con: duckdb.DuckDBPyConnection, plan: AggregatePlan) -> None:
     """Schema checks before any data is read: value columns exist and are numeric; names do not collide."""
     head = con.sql(f"SELECT * FROM {source.sql} LIMIT 0")
     types = {c: t.id for c, t in zip(head.columns, head.types, strict=True)}
@@ -168,12 +168,12 @@ def _counters(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return hi, lo
 
 
-def aggregate(con, table, *, by: str | list[str], user_col: str = "user_id", metrics: dict,
+def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "user_id", metrics: dict,
               keys: Any = "adaptive_sips", epsilon: float | None = None, delta: float | None = None,
               rho: float | None = None, max_contributions: int = 100, max_rows_per_key: int = 1,
               selection_share: float | None = None, metric_shares: dict | None = None, pre_threshold: int = 1,
               confidence: float | None = None, seed: int | None = None, accountant: Accountant | None = None,
-              **algo_params) -> Aggregate:
+              **algo_params: Any) -> Aggregate:
     """Private GROUP BY `by` of `table`: one noisy column per metric for selected or public keys, sorted by key.
 
     metrics: {name: "users" | "count" | ("sum" | "mean", column, lower, upper)}. keys: a select() algorithm

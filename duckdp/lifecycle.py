@@ -14,12 +14,13 @@ import duckdb
 from .errors import InvalidParameter
 from .rng import Randomness
 from .run import RunContext, raise_if_interrupted
-from .source import Source, check_nulls, resolve
+from .source import ItemCol, Source, check_nulls, resolve
 from .stages.duckdb import DuckDBStages
 
 
 @contextmanager
-def open_run(con, table, user_col: str, item_col, randomness: Randomness | None = None, *,
+def open_run(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_col: ItemCol,
+             randomness: Randomness | None = None, *,
              plan: list | None = None, on_plan: Callable | None = None,
              check_source: Callable[[Source], None] | None = None) -> Iterator[DuckDBStages]:
     """The stages of one run over `table` on `con`, closed (TEMP tables, views) however it ends.

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import os
 
+import duckdb
+
 from .errors import InvalidParameter
 from .privacy.budget import MIN_DELTA
 from .templates import sql_dir
@@ -48,7 +50,7 @@ def write_macro_file(path: str, test_key: int | None = None) -> None:
         out.write(macro_sql(test_key))
 
 
-def install_macros(con, seed: int | None = None) -> None:
+def install_macros(con: duckdb.DuckDBPyConnection, seed: int | None = None) -> None:
     """Install duckdp's table and scalar macros on `con`, keyed by a fresh secret from os.urandom.
 
     The macros are the shell's, pure SQL: every noise value and the truncation order are a keyed

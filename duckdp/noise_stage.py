@@ -32,12 +32,17 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from .counters import counter_sql
 from .prf import noise
+
+if TYPE_CHECKING:
+    from .run import RunContext
+    from .stages.base import NoisePlan
 
 BATCH_ROWS = 1 << 18        # rows per Arrow batch from DuckDB (bounded memory, enough work per task)
 
@@ -54,20 +59,20 @@ class NoisyWeights:
     noisy: np.ndarray          # weight (0 where NULL) + scale · noise
 
 
-def duckdb_threads(ctx) -> int:
+def duckdb_threads(ctx: RunContext) -> int:
     """DuckDB's `threads` setting: the noise pool follows it."""
     (threads,), = ctx.con.sql("SELECT current_setting('threads')").fetchall()
     return max(1, int(threads))
 
 
-def _column(batch: pa.RecordBatch, i: int, dtype) -> np.ndarray:
+def _column(batch: pa.RecordBatch, i: int, dtype: type[np.generic]) -> np.ndarray:
     col = batch.column(i)
     if col.null_count:
         return col.to_numpy(zero_copy_only=False).astype(dtype)
     return col.to_numpy()
 
 
-def scan_noisy(ctx, weights_sql: str, weights_params: dict, kind: str, scale: float, choose: Chooser,
+def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: str, scale: float, choose: Chooser,
                key_output: str) -> pa.Table:
     """Add `scale` · fresh standard `kind` noise to every weight; the rows `choose` keeps, as a table
     of the `key_output` columns and the columns `choose` adds."""
@@ -130,10 +135,10 @@ def scan_noisy(ctx, weights_sql: str, weights_params: dict, kind: str, scale: fl
             ctx.con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")
 
 
-def noisy_weights(ctx, weights_sql: str, weights_params: dict, kind: str, scale: float,
+def noisy_weights(ctx: RunContext, weights_sql: str, weights_params: dict, kind: str, scale: float,
                   key_output: str | None = None) -> NoisyWeights:
     """Every key with its weight and noisy weight, in memory (scan_noisy keeping all rows)."""
-    def everything(w, noisy):
+    def everything(w: np.ndarray, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         return np.ones(w.size, bool), {"_dp_w": w, "_dp_noisy": noisy}
 
     t = scan_noisy(ctx, weights_sql, weights_params, kind, scale, everything, key_output or ctx.key_output)
@@ -141,11 +146,11 @@ def noisy_weights(ctx, weights_sql: str, weights_params: dict, kind: str, scale:
     return NoisyWeights(t.select(list(range(nkeys))), t.column(nkeys).to_numpy(), t.column(nkeys + 1).to_numpy())
 
 
-def release_keys(ctx, weights_sql: str, weights_params: dict, plan, key_output: str) -> pa.Table:
+def release_keys(ctx: RunContext, weights_sql: str, weights_params: dict, plan: NoisePlan, key_output: str) -> pa.Table:
     """Keys whose weight plus `plan.scale` · fresh `plan.noise` noise is at least `plan.threshold`."""
     threshold = plan.threshold
 
-    def over(w, noisy):
+    def over(w: np.ndarray, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         return noisy >= threshold, {}
 
     return scan_noisy(ctx, weights_sql, weights_params, plan.noise, plan.scale, over, key_output)

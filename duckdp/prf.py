@@ -37,6 +37,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from scipy.special import ndtri
 
@@ -80,7 +81,7 @@ class PRFKey:
         block = purpose + index.to_bytes(4, "big") + rank.to_bytes(8, "big")
         return PRFKey(_aes(self.key, block), self.seeded)
 
-    def words(self, counters_hi, counters_lo) -> np.ndarray:
+    def words(self, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike) -> np.ndarray:
         """First 64 bits (big-endian uint64) of AES_K(hi ‖ lo) for each counter pair."""
         hi, lo = _u64(counters_hi), _u64(counters_lo)
         blocks = np.empty((hi.size, 2), dtype=">u8")
@@ -111,7 +112,7 @@ def standard(kind: str, u: np.ndarray) -> np.ndarray:
     raise ValueError(f"unknown noise kind {kind!r}; one of {KINDS}")
 
 
-def _u64(x) -> np.ndarray:
+def _u64(x: npt.ArrayLike) -> np.ndarray:
     """64-bit integers reinterpreted as uint64 (two's complement for int64); smaller ints widened."""
     a = np.ascontiguousarray(x)
     if a.dtype.kind in "iu" and a.dtype.itemsize == 8:
@@ -123,7 +124,8 @@ def _draw(kind: str, key: PRFKey, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return standard(kind, uniform_from_words(key.words(hi, lo)))
 
 
-def noise(kind: str, key: PRFKey, round_tag: int, counters_hi, counters_lo, ranks=None,
+def noise(kind: str, key: PRFKey, round_tag: int, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike,
+          ranks: npt.ArrayLike | None = None,
           threads: int | None = None) -> np.ndarray:
     """Standard `kind` noise for each key of round `round_tag`: a function of (K, round, counter, rank) only.
 
@@ -139,11 +141,8 @@ def noise(kind: str, key: PRFKey, round_tag: int, counters_hi, counters_lo, rank
     n = hi.size
     out = np.empty(n, dtype=np.float64)
     base = key.derive(b"nois", round_tag, 0)
-    if ranks is not None:
-        ranks = np.asarray(ranks, dtype=np.int64)
-        colliding = np.flatnonzero(ranks > 0)
-    else:
-        colliding = np.empty(0, dtype=np.int64)
+    rank = np.empty(0, dtype=np.int64) if ranks is None else np.asarray(ranks, dtype=np.int64)
+    colliding = np.flatnonzero(rank > 0)
 
     def fill(start: int) -> None:
         stop = min(start + _CHUNK, n)
@@ -157,8 +156,8 @@ def noise(kind: str, key: PRFKey, round_tag: int, counters_hi, counters_lo, rank
     else:
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(fill, starts))
-    for r in np.unique(ranks[colliding]) if colliding.size else ():
-        rows = colliding[ranks[colliding] == r]
+    for r in np.unique(rank[colliding]) if colliding.size else ():
+        rows = colliding[rank[colliding] == r]
         out[rows] = _draw(kind, key.derive(b"nois", round_tag, int(r)), hi[rows], lo[rows])
     return out
 

@@ -7,6 +7,7 @@ depend on DuckDB's thread count or scan order, and `seed` reproduces a release e
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from .prf import BitStream, PRFKey, noise
 from .validation import seed as check_seed
@@ -31,7 +32,8 @@ class Randomness:
         self._n_rounds += 1
         return self._n_rounds - 1
 
-    def noise(self, kind: str, round_tag: int, counters_hi, counters_lo, ranks=None,
+    def noise(self, kind: str, round_tag: int, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike,
+              ranks: npt.ArrayLike | None = None,
               threads: int | None = None) -> np.ndarray:
         """Standard `kind` noise of round `round_tag` for each key counter (duckdp.prf.noise)."""
         return noise(kind, self.key, round_tag, counters_hi, counters_lo, ranks, threads)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -25,7 +26,8 @@ class RunContext:
     input column name can collide with duckdp's own.
     """
 
-    def __init__(self, con, source: Source, randomness: Randomness, run_id: str | None = None):
+    def __init__(self, con: duckdb.DuckDBPyConnection, source: Source, randomness: Randomness,
+                 run_id: str | None = None):
         self.con = con
         self.source = source
         self.randomness = randomness
@@ -69,7 +71,7 @@ class RunContext:
         self._temps.append(name)
         return name
 
-    def sql(self, template: str, idents: dict[str, str], params: dict):
+    def sql(self, template: str, idents: dict[str, str], params: dict) -> duckdb.DuckDBPyRelation:
         """Render `template` with identifier fragments and bound params; return the relation."""
         text, bound = self.render(template, idents, params)
         return self.con.sql(text, params=bound)
@@ -86,11 +88,11 @@ class RunContext:
         text, bound = self.render(template, idents, params)
         return self.con.execute(text, bound).fetchall()
 
-    def reader(self, template: str, idents: dict[str, str], params: dict, batch_rows: int):
+    def reader(self, template: str, idents: dict[str, str], params: dict, batch_rows: int) -> pa.RecordBatchReader:
         """A streaming Arrow reader over `template`'s result (the caller closes it)."""
         return self.sql(template, idents, params).to_arrow_reader(batch_rows)
 
-    def scalar(self, sql: str):
+    def scalar(self, sql: str) -> Any:
         """The single value of a query duckdp wrote itself (quoted identifiers, no values)."""
         return self.con.sql(sql).fetchall()[0][0]
 

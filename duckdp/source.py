@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -35,12 +36,16 @@ class Source:
     estimated_rows: int | None = None   # the catalog's row estimate, for tables only
 
 
-def _catalog_lookup(con, name: str) -> tuple[str, int | None]:
+# `item_col`: one key column's name or a list of them (None: the caller's default)
+ItemCol = str | list[str] | None
+
+
+def _catalog_lookup(con: duckdb.DuckDBPyConnection, name: str) -> tuple[str, int | None]:
     """The quoted, qualified reference of table or view `name`, and a table's estimated rows."""
     rows = con.sql(_CATALOG).fetchall()
     current = con.sql("SELECT current_database(), current_schema()").fetchall()[0]
 
-    def pick(matches):
+    def pick(matches: list[tuple]) -> tuple:
         if len(matches) == 1:
             return matches[0]
         for preferred in (lambda r: (r[0], r[1]) == tuple(current), lambda r: r[0] == "temp"):
@@ -56,7 +61,7 @@ def _catalog_lookup(con, name: str) -> tuple[str, int | None]:
         return ".".join(quote_ident(p) for p in found[:3]), found[3]
     parts = name.split(".")
     if 2 <= len(parts) <= 3:
-        def fits(r):
+        def fits(r: tuple) -> bool:
             tail = r[:3] if len(parts) == 3 else r[1:3]
             alt = (r[0], r[2])
             return [p.lower() for p in tail] == [p.lower() for p in parts] or (
@@ -68,7 +73,7 @@ def _catalog_lookup(con, name: str) -> tuple[str, int | None]:
     raise SchemaError(f"no table or view named {name!r} in this database")
 
 
-def _match_column(columns: list[str], wanted, role: str, where: str) -> str:
+def _match_column(columns: list[str], wanted: object, role: str, where: str) -> str:
     if not isinstance(wanted, str) or not wanted:
         raise SchemaError(f"{role} must be a column name (a non-empty string), got {wanted!r}")
     if wanted in columns:
@@ -79,7 +84,7 @@ def _match_column(columns: list[str], wanted, role: str, where: str) -> str:
     raise SchemaError(f"{role} {wanted!r} is not a column of {where}; columns are: {', '.join(columns)}")
 
 
-def match_columns(columns: list[str], user_col, item_col, where: str) -> tuple[str, list[str]]:
+def match_columns(columns: list[str], user_col: str, item_col: ItemCol, where: str) -> tuple[str, list[str]]:
     """The input's user column and key columns named by `user_col` / `item_col` (one name or a list),
     distinct from each other; a SchemaError naming the input otherwise (shared with Spark)."""
     user = _match_column(columns, user_col, "user_col", where)
@@ -92,7 +97,7 @@ def match_columns(columns: list[str], user_col, item_col, where: str) -> tuple[s
     return user, keys
 
 
-def resolve(con, table, user_col: str, item_col, run_id: str) -> Source:
+def resolve(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_col: ItemCol, run_id: str) -> Source:
     """Resolve `table` and its columns on `con`; register relations/dataframes as temp views."""
     registered, estimated_rows = None, None
     if isinstance(table, str):
@@ -125,7 +130,7 @@ def resolve(con, table, user_col: str, item_col, run_id: str) -> Source:
                   [types[columns.index(k)] for k in keys], registered, description, estimated_rows)
 
 
-def _unreadable(con, table, description: str, exc: duckdb.Error) -> str:
+def _unreadable(con: duckdb.DuckDBPyConnection, table: object, description: str, exc: duckdb.Error) -> str:
     """Why an input's columns cannot even be bound: a view over a deleted file or a renamed table."""
     reason = str(exc).splitlines()[0]
     if isinstance(table, str):
@@ -137,7 +142,7 @@ def _unreadable(con, table, description: str, exc: duckdb.Error) -> str:
     return f"{description} cannot be read ({reason})"
 
 
-def _kind(value) -> str:
+def _kind(value: object) -> str:
     """A value's kind as DuckDB would read it (numpy and Python integers alike)."""
     if isinstance(value, (bool, np.bool_)):
         return "bool"
@@ -148,7 +153,7 @@ def _kind(value) -> str:
     return type(value).__name__
 
 
-def check_homogeneous(frame, user_col, item_col) -> None:
+def check_homogeneous(frame: Any, user_col: str, item_col: ItemCol) -> None:
     """Refuse pandas object columns (the user column or a key column) that mix Python types: DuckDB
     reads [1, '1', 1.0] as the strings '1' and '1.0', merging two users or keys into one, and fails
     on others with a raw cast error."""
@@ -169,7 +174,7 @@ def check_homogeneous(frame, user_col, item_col) -> None:
                             "nor refused")
 
 
-def check_nulls(con, source: Source) -> None:
+def check_nulls(con: duckdb.DuckDBPyConnection, source: Source) -> None:
     """Refuse NULL user ids or keys, saying how many rows have them (never drop them silently).
 
     DuckDB's column statistics (`stats()`, conservative: has_null is False only when no NULL can

@@ -14,6 +14,7 @@ import pyarrow as pa
 from ..errors import InternalError, InvalidParameter
 from ..privacy.budget import ZCDP, Budget, EpsDelta
 from ..privacy.events import CalibratedEvent, ComposedEvent, round_event
+from ..stages.base import Engine
 from .guarantee import RoundGuarantee, basic_bound
 
 
@@ -146,7 +147,7 @@ class Mechanism(ABC):
     engines: ClassVar[tuple[str, ...]] = ("duckdb", "spark")
     engine_note: ClassVar[str] = ""        # why an engine is missing, for the refusal
 
-    def own_stages(self, engine) -> ModuleType:
+    def own_stages(self, engine: Engine) -> ModuleType:
         """The family's own stages for `engine`: the module `<engine.name>` in the mechanism's folder
         (e.g. duckdp.mechanisms.mad.spark), functions taking the engine as first argument."""
         return importlib.import_module(f"{type(self).__module__}.{engine.name}")
@@ -185,7 +186,7 @@ class Mechanism(ABC):
         """Every round's budget, noise scale and threshold, computed without data."""
 
     @abstractmethod
-    def run(self, stages, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
+    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
         """Compose the engine's generic stages (`stages`, a duckdp.stages.base.Engine) and the family's
         own (`self.own_stages(stages)`); return the released keys and the executed rounds."""
 

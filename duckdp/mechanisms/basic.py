@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+import pyarrow as pa
+
 from ..privacy.budget import Budget, EpsDelta, split_exact
 from ..privacy.calibration import (
     NoveltyBound,
@@ -24,6 +26,7 @@ from ..privacy.calibration import (
     zcdp_sigma,
 )
 from ..privacy.composition import gaussian_rounds
+from ..stages.base import Engine, Frame
 from .base import Mechanism, Round, RoundPlan, approx_budget
 
 
@@ -71,7 +74,7 @@ def laplace_round(budget: EpsDelta, max_contributions: int, sensitivity: float =
                      sensitivity=float(sensitivity), novel_delta=budget.delta)
 
 
-def basic_weights(stages, max_contributions: int, exponent: float, pairs=None):
+def basic_weights(stages: Engine, max_contributions: int, exponent: float, pairs: Frame | None = None) -> Frame:
     """Per-key weights (keys, _dp_w) of `pairs` (default: the input's distinct pairs), truncated
     to Δ0 per user with a fresh salt: the pairs → truncate → weights stages every Basic round shares."""
     pairs = stages.pairs() if pairs is None else pairs
@@ -81,7 +84,7 @@ def basic_weights(stages, max_contributions: int, exponent: float, pairs=None):
 class _Basic(Mechanism):
     exponent: ClassVar[float]           # every Basic variant sets its weighting exponent
 
-    def run(self, stages, plan, params):
+    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
         (round_plan,) = plan
         weights = basic_weights(stages, params["max_contributions"], self.exponent)
         table = stages.output(stages.release(weights, round_plan))

@@ -23,9 +23,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import InternalError, InvalidParameter
 from ..privacy.budget import Budget
+from ..stages.base import Engine, Frame
 from .base import Mechanism, Param, Round, RoundPlan
 from .basic import basic_weights, composed_gaussian_rounds
 from .guarantee import RoundGuarantee
@@ -95,7 +97,7 @@ class DPSIPS(Mechanism):
         plans = composed_gaussian_rounds(budget, shares, max_contributions)
         return [replace(rp, extra=SipsRound(share)) for share, rp in zip(shares, plans, strict=True)]
 
-    def run(self, stages, plan, params):
+    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
         max_contributions = params["max_contributions"]
         pairs = stages.store(stages.pairs(), "pairs")           # distinct pairs, read from the input once
         released = stages.empty_keys(pairs)                     # P_0 ∪ … ∪ P_{i−1}
@@ -111,12 +113,12 @@ class DPSIPS(Mechanism):
         return table, rounds
 
 
-def round_weights(stages, pairs, released, max_contributions: int):
+def round_weights(stages: Engine, pairs: Frame, released: Frame, max_contributions: int) -> Frame:
     """One round's weights: Basic 1/√|W̄| weights over the pairs whose key is not yet released
     (Alg. 3 line 9), re-truncated to Δ0 with a fresh salt."""
     return basic_weights(stages, max_contributions, 0.5, stages.remove(pairs, released))
 
 
-def round_keys(stages, pairs, released, plan: RoundPlan, max_contributions: int):
+def round_keys(stages: Engine, pairs: Frame, released: Frame, plan: RoundPlan, max_contributions: int) -> Frame:
     """One round's newly released keys: its weights, fresh noise and its threshold."""
     return stages.release(round_weights(stages, pairs, released, max_contributions), plan)

@@ -15,19 +15,23 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from ..errors import DuckDPError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _DEFAULT_PYTHON = "python3"     # what pyspark's SparkContext runs workers with when PYSPARK_PYTHON is unset
 
 
-def is_spark_session(obj) -> bool:
+def is_spark_session(obj: object) -> bool:
     """True for a `pyspark.sql.SparkSession` (classic or Connect), without importing pyspark."""
     return any(c.__name__ == "SparkSession" and c.__module__.startswith("pyspark.")
                for c in type(obj).__mro__)
 
 
-def use_driver_python(spark) -> None:
+def use_driver_python(spark: SparkSession) -> None:
     """On a local master, run Python workers with this interpreter unless the user chose one.
 
     pyspark starts workers with `PYSPARK_PYTHON`, else `python3` from PATH — often a system Python

@@ -7,15 +7,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from ..rng import Randomness
+from ..source import ItemCol
 from . import executor_errors, use_driver_python
 from .source import SparkSource, check_nulls, resolve
 from .stages import SparkStages
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 
 @contextmanager
-def open_run(spark, table, user_col: str, item_col, randomness: Randomness | None = None, *,
+def open_run(spark: SparkSession, table: DataFrame | str, user_col: str, item_col: ItemCol,
+             randomness: Randomness | None = None, *,
              plan: list | None = None, on_plan: Callable | None = None,
              check_source: Callable[[SparkSource], None] | None = None) -> Iterator[SparkStages]:
     """The stages of one Spark run over `table` (a DataFrame or table name); as duckdp.lifecycle.open_run."""

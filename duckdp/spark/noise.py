@@ -14,23 +14,47 @@ inside the UDF, like the data it protects.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Protocol
+
 import numpy as np
 import pandas as pd  # a pyspark dependency; module-level so pandas_udf resolves the type hints
 import pyarrow as pa
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
+
+    from ..rng import Randomness
+    from ..stages.base import Rule
+
+
+class _Run(Protocol):
+    """What the noise needs of a Spark run (a `SparkStages`; not imported: it imports this module)."""
+
+    @property
+    def randomness(self) -> Randomness: ...
+
+    @property
+    def keys(self) -> list[str]: ...
+
+    def store(self, frame: DataFrame, name: str = "") -> DataFrame: ...
+
+
 _INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
 
 
-def _u64(x) -> np.ndarray:
+def _u64(x: pd.Series | np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.int64).view(np.uint64)
 
 
-def standard(kind: str, randomness, tag: int, hi, lo, ranks) -> np.ndarray:
+def standard(kind: str, randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray,
+             ranks: np.ndarray) -> np.ndarray:
     """THE noise call: `Randomness.noise` (duckdp/prf.py), the DuckDB noise stage's own function."""
     return randomness.noise(kind, tag, _u64(hi), _u64(lo), np.asarray(ranks, dtype=np.int64), threads=1)
 
 
-def _text(col, dtype):
+def _text(col: Column, dtype: DataType) -> Column:
     """The column as text (binary as upper-case hex, as DuckDB's hex(BLOB); nested types as JSON)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -42,7 +66,7 @@ def _text(col, dtype):
     return col.cast("string")
 
 
-def _le64(md5_hex, start: int):
+def _le64(md5_hex: Column, start: int) -> Column:
     """Digest bytes start..start+7 (0-based, of the hex string `md5_hex`) read little-endian, as a signed long."""
     from pyspark.sql import functions as F
 
@@ -50,7 +74,7 @@ def _le64(md5_hex, start: int):
     return F.conv(rev, 16, -10).cast("long")        # a negative target base reads the 64 bits as signed
 
 
-def counters(df, keys: list[str]):
+def counters(df: DataFrame, keys: list[str]) -> tuple[Column, Column, bool]:
     """(hi, lo, may_collide): the 128-bit counter columns of the key columns `keys` of `df`."""
     from pyspark.sql import functions as F
 
@@ -66,7 +90,7 @@ def counters(df, keys: list[str]):
     return _le64(digest, 0), _le64(digest, 8), True
 
 
-def noised(stages, frame, kind: str, name: str = "_dp_z"):
+def noised(stages: _Run, frame: DataFrame, kind: str, name: str = "_dp_z") -> DataFrame:
     """`frame` (one row per key) with column `name`: a fresh standard `kind` draw per key."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -94,7 +118,8 @@ def noised(stages, frame, kind: str, name: str = "_dp_z"):
     return frame.withColumn(name, draw(F.col("_dp_chi"), F.col("_dp_clo"), rank)).drop("_dp_chi", "_dp_clo", "_dp_rank")
 
 
-def scan_noisy(stages, weights, kind: str, scale: float, choose, added: dict[str, str]):
+def scan_noisy(stages: _Run, weights: DataFrame, kind: str, scale: float, choose: Rule,
+               added: dict[str, str]) -> DataFrame:
     """The Spark twin of duckdp.noise_stage.scan_noisy: noisy = weight (0 where NULL) + scale · fresh
     `kind` noise per key, and `choose(weights, noisy)` (weights NaN where NULL; the mechanism's numpy
     rule) run batch by batch on the executors. Returns the rows it keeps: keys plus the `added`
@@ -110,7 +135,7 @@ def scan_noisy(stages, weights, kind: str, scale: float, choose, added: dict[str
     schema = T.StructType([frame.schema[k] for k in keys]
                           + [T.StructField(n, _TYPES[t]()) for n, t in added.items()])
 
-    def decide(batches):
+    def decide(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             w = batch.column("_dp_w").to_numpy(zero_copy_only=False).astype(np.float64)
             noisy = batch.column("_dp_noisy").to_numpy(zero_copy_only=False).astype(np.float64)

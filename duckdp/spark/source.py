@@ -6,10 +6,13 @@ match) and addressed as column objects, so no name the user wrote is pasted into
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DataError, SchemaError
-from ..source import match_columns
+from ..source import ItemCol, match_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass
@@ -26,7 +29,7 @@ class SparkSource:
         """Internal key column names `_dp_k0, _dp_k1, …`."""
         return [f"_dp_k{i}" for i in range(len(self.key_names))]
 
-    def pairs(self):
+    def pairs(self) -> DataFrame:
         """Distinct (user, key) pairs under internal names (sql/stage_pairs.sql)."""
         from pyspark.sql import functions as F
 
@@ -40,7 +43,7 @@ def _ref(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def resolve(spark, table, user_col: str, item_col) -> SparkSource:
+def resolve(spark: SparkSession, table: DataFrame | str, user_col: str, item_col: ItemCol) -> SparkSource:
     """Resolve `table` (a Spark DataFrame or a table/view name in `spark`'s catalog)."""
     from pyspark.sql import DataFrame
 

@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import re
 import secrets
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..stages.base import Engine, Rule
+from ..stages.base import Engine, NoisePlan, Rule
 from ..templates import load
 from .noise import noised, scan_noisy
 from .source import SparkSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..rng import Randomness
 
 _PARAM = re.compile(r"\$([a-z_][a-z0-9_]*)")      # a template's bound value (duckdp/templates.py)
 
@@ -34,16 +40,17 @@ class SparkStages(Engine):
 
     name = "spark"
 
-    def __init__(self, spark, source: SparkSource, randomness):
+    def __init__(self, spark: SparkSession, source: SparkSource, randomness: Randomness):
         self.spark = spark
         self.source = source
         self.randomness = randomness
         self.keys = source.keys
-        self._stored: list = []
+        self._stored: list[DataFrame] = []
         self._run_id = secrets.token_hex(6)
         self._views: list[str] = []
 
-    def template(self, name: str, frames: dict, params: dict, subqueries: tuple[str, ...] = ()):
+    def template(self, name: str, frames: dict[str, DataFrame], params: dict,
+                 subqueries: tuple[str, ...] = ()) -> DataFrame:
         """Run the DuckDB template `name` itself on Spark (`spark.sql`), where its SQL is also Spark SQL:
         each frame in `frames` fills its identifier hole as a run-unique temp view (as `SELECT * FROM`
         it for the holes named in `subqueries`, which the template reads as a query), `{keys}` the
@@ -58,18 +65,18 @@ class SparkStages(Engine):
         return self.spark.sql(_PARAM.sub(r":\1", text), args=bound)
 
     # -- shared stages (sql/stage_pairs.sql, weights.sql, basic.sql, dpsips_*.sql) -----------------------
-    def pairs(self):
+    def pairs(self) -> DataFrame:
         """Distinct (`_dp_user`, keys) pairs of the input."""
         return self.source.pairs()
 
-    def sized(self, pairs):
+    def sized(self, pairs: DataFrame) -> DataFrame:
         """`pairs` with `_dp_size` = |W_u| (a window per user; sql/stage_sized.sql)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         return pairs.withColumn("_dp_size", F.count(F.lit(1)).over(Window.partitionBy("_dp_user")))
 
-    def truncate(self, sized, max_contributions: int):
+    def truncate(self, sized: DataFrame, max_contributions: int) -> DataFrame:
         """Each user's Δ0 pairs of smallest keyed hash under a fresh salt: the carried columns plus
         `_dp_d` = min(|W_u|, Δ0) (sql/stage_weights.sql, mad_bounded.sql, mad2r_bounded.sql)."""
         from pyspark.sql import Window
@@ -83,7 +90,7 @@ class SparkStages(Engine):
                 .where(F.col("_dp_rank") <= max_contributions)
                 .select(*carried, F.least(F.col("_dp_size"), F.lit(max_contributions)).cast("double").alias("_dp_d")))
 
-    def contribution_histogram(self, pairs, edges: list[int]) -> list[tuple[int, int]]:
+    def contribution_histogram(self, pairs: DataFrame, edges: list[int]) -> list[tuple[int, int]]:
         """Users per bucket edges[b] ≤ |W_u| < edges[b+1], the last open-ended
         (sql/stage_contribution_histogram.sql)."""
         from pyspark.sql import functions as F
@@ -96,29 +103,29 @@ class SparkStages(Engine):
                 .groupBy(bucket.alias("_dp_bucket")).agg(F.count(F.lit(1)).alias("_dp_users")).collect())
         return sorted((int(r["_dp_bucket"]), int(r["_dp_users"])) for r in rows)
 
-    def weights(self, kept, exponent: float):
+    def weights(self, kept: DataFrame, exponent: float) -> DataFrame:
         """Per key Σ `_dp_d`^(−exponent) over the users who kept it (Gopi et al. ICML 2020 §1.1)."""
         from pyspark.sql import functions as F
 
         return kept.groupBy(*self.keys).agg(F.sum(F.pow(F.col("_dp_d"), F.lit(-exponent))).alias("_dp_w"))
 
-    def release(self, weights, plan):
+    def release(self, weights: DataFrame, plan: NoisePlan) -> DataFrame:
         """Keys whose weight plus plan.scale × fresh keyed noise reaches plan.threshold (sql/noise_scan.sql)."""
         from pyspark.sql import functions as F
 
         z = noised(self, weights, plan.noise)
         return z.where(F.col("_dp_w") + F.lit(plan.scale) * F.col("_dp_z") >= F.lit(plan.threshold)).select(*self.keys)
 
-    def decide(self, weights, plan, rule: Rule, added: dict[str, str]):
+    def decide(self, weights: DataFrame, plan: NoisePlan, rule: Rule, added: dict[str, str]) -> DataFrame:
         """Noise on every key of `weights` and the mechanism's numpy `rule` on the executors
         (noise.scan_noisy): the kept keys plus the `added` columns."""
         return scan_noisy(self, weights, plan.noise, plan.scale, rule, added)
 
-    def remove(self, pairs, keys):
+    def remove(self, pairs: DataFrame, keys: DataFrame) -> DataFrame:
         """Pairs whose key is not in `keys` (DP-SIPS Alg. 3 line 9; keys are never NULL)."""
         return pairs.join(keys, on=self.keys, how="left_anti")
 
-    def store(self, frame, name: str = ""):
+    def store(self, frame: DataFrame, name: str = "") -> DataFrame:
         """Persist `frame` (memory, spilling to disk) until the run closes."""
         from pyspark import StorageLevel
 
@@ -126,20 +133,20 @@ class SparkStages(Engine):
         self._stored.append(frame)
         return frame
 
-    def empty_keys(self, like):
+    def empty_keys(self, like: DataFrame) -> DataFrame:
         return self.spark.createDataFrame([], like.select(*self.keys).schema)
 
-    def append(self, stored, keys):
+    def append(self, stored: DataFrame, keys: DataFrame) -> tuple[DataFrame, int]:
         """`stored` ∪ `keys` and the number added: the new keys are collected once (released keys are
         few), which also cuts the lineage between DP-SIPS rounds."""
         new = keys.select(*self.keys).toArrow()
         added = self.spark.createDataFrame(new, schema=stored.schema) if new.num_rows else None
         return (stored if added is None else stored.unionByName(added)), new.num_rows
 
-    def union(self, first, second):
+    def union(self, first: DataFrame, second: DataFrame) -> DataFrame:
         return first.unionByName(second)
 
-    def output(self, keys) -> pa.Table:
+    def output(self, keys: DataFrame) -> pa.Table:
         """The released keys under the input's column names, as Arrow (computed once), sorted by the key
         columns (sql/stage_output.sql): the order is a function of the released set alone."""
         return keys.select(*self.keys).orderBy(*self.keys).toArrow().rename_columns(self.source.key_names)
@@ -147,7 +154,7 @@ class SparkStages(Engine):
     def num_rows(self, table: pa.Table) -> int:
         return table.num_rows
 
-    def drop(self, frame) -> None:
+    def drop(self, frame: DataFrame) -> None:
         frame.unpersist()
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -15,6 +15,20 @@ Frame = Any     # the engine's handle: DuckDB `Query`, Spark DataFrame
 # rule(weights, noisy) -> (mask of rows to keep, {column: values} added to the kept rows); weights are
 # NaN where `_dp_w` is NULL. The mechanism's own numpy decision (e.g. MAD2R's screen).
 Rule = Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, dict[str, np.ndarray]]"]
+
+
+class NoisePlan(Protocol):
+    """What a noise stage reads from a round's plan (a mechanism's `RoundPlan` is one; engines import no
+    mechanism): the noise kind, its scale and the release threshold."""
+
+    @property
+    def noise(self) -> str: ...
+
+    @property
+    def scale(self) -> float: ...
+
+    @property
+    def threshold(self) -> float: ...
 
 
 class Engine(ABC):
@@ -45,11 +59,11 @@ class Engine(ABC):
         """Per key Σ `_dp_d`^(−exponent) over the users who kept it: (keys, `_dp_w`)."""
 
     @abstractmethod
-    def release(self, weights: Frame, plan) -> Frame:
+    def release(self, weights: Frame, plan: NoisePlan) -> Frame:
         """Noise + threshold: the keys whose weight plus fresh keyed noise reaches `plan.threshold`."""
 
     @abstractmethod
-    def decide(self, weights: Frame, plan, rule: Rule, added: dict[str, str]) -> Frame:
+    def decide(self, weights: Frame, plan: NoisePlan, rule: Rule, added: dict[str, str]) -> Frame:
         """Noise on EVERY row of `weights` (`_dp_w` + plan.scale · fresh keyed `plan.noise` noise, NULL
         weights as 0), then the mechanism's numpy `rule(weights, noisy)` picks rows batch by batch:
         the kept keys plus the columns the rule adds (`added`: name → SQL type `boolean`/`double`/`int`)."""
@@ -75,13 +89,13 @@ class Engine(ABC):
         """Two key frames concatenated."""
 
     @abstractmethod
-    def output(self, keys: Frame):
+    def output(self, keys: Frame) -> Any:
         """The released keys under the input's column names, as the engine's result table, sorted by
         the key columns: the order must be a function of the released set alone (never of the
         engine's hash tables, input order or threads), so mechanisms call it once on all their keys."""
 
     @abstractmethod
-    def num_rows(self, table) -> int:
+    def num_rows(self, table: Any) -> int:
         """Rows of a result table returned by `output`."""
 
     @abstractmethod

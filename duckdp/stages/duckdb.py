@@ -13,11 +13,14 @@ from __future__ import annotations
 import math
 import re
 
+import duckdb
 import pyarrow as pa
 
 from ..noise_stage import release_keys, scan_noisy
+from ..run import RunContext
+from ..source import Source
 from . import Query
-from .base import Engine, Rule
+from .base import Engine, NoisePlan, Rule
 
 # Memory one source row needs in one truncation pass (measured: 30M rows in 8 passes fit 600 MB).
 BYTES_PER_ROW_PASS = 200
@@ -25,7 +28,7 @@ _UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
           "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 
 
-def memory_limit_bytes(con) -> float:
+def memory_limit_bytes(con: duckdb.DuckDBPyConnection) -> float:
     """DuckDB's `memory_limit` in bytes (0 when unreadable)."""
     (limit,), = con.sql("SELECT current_setting('memory_limit')").fetchall()
     m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", str(limit))
@@ -48,13 +51,13 @@ class DuckDBStages(Engine):
 
     name = "duckdb"
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: RunContext):
         self.ctx = ctx        # DuckDB-only: a mechanism's own DuckDB stages (its folder's duckdb.py) use it
         self._passes: int | None = None
         self._tables: dict[str, str] = {}     # SQL of a stored frame → its TEMP table name
 
     @property
-    def source(self):
+    def source(self) -> Source:
         return self.ctx.source
 
     # -- helpers for the stages here and in the mechanism folders ------------------------------
@@ -137,11 +140,11 @@ class DuckDBStages(Engine):
         return self.query("stage_weights", {"kept": kept.sql, "keys": self.ctx.key_aliases},
                            merge(kept.params, {"exponent": exponent}))
 
-    def release(self, weights: Query, plan) -> Query:
+    def release(self, weights: Query, plan: NoisePlan) -> Query:
         keys = release_keys(self.ctx, weights.sql, weights.params, plan, self.ctx.key_aliases)
         return self.arrow_frame(keys, "selected")
 
-    def decide(self, weights: Query, plan, rule: Rule, added: dict[str, str]) -> Query:
+    def decide(self, weights: Query, plan: NoisePlan, rule: Rule, added: dict[str, str]) -> Query:
         """The noise stage's general step (noise_stage.scan_noisy) with the mechanism's rule; the kept
         rows as a frame over their Arrow table (a run-unique view: `table_name` gives its name)."""
         decided = scan_noisy(self.ctx, weights.sql, weights.params, plan.noise, plan.scale, rule,
@@ -181,5 +184,5 @@ class DuckDBStages(Engine):
     def num_rows(self, table: pa.Table) -> int:
         return table.num_rows
 
-    def drop(self, frame) -> None:
+    def drop(self, frame: Query) -> None:
         self.ctx.drop(self.table_name(frame))

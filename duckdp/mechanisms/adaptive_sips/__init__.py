@@ -48,15 +48,18 @@ import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ...errors import InvalidParameter
 from ...privacy.budget import Budget, split_exact
 from ...privacy.calibration import capped_l2_novelty, gaussian_threshold
 from ...privacy.composition import gaussian_rounds
 from ...privacy.mad import check_beta_min
+from ...stages.base import Engine, Frame, Rule
 from ..base import Mechanism, Param, Round, RoundPlan
 from ..dpsips import _check_iterations, _check_ratio, round_shares
 from ..guarantee import RoundGuarantee, noise_probability, weighting_text
@@ -112,10 +115,10 @@ def next_state(weights: np.ndarray, noisy: np.ndarray, plan: RoundPlan, params: 
 STATE_COLUMNS = {"_dp_level": "double", "_dp_released": "boolean"}
 
 
-def state_rule(plan: RoundPlan, params: dict):
+def state_rule(plan: RoundPlan, params: dict) -> Rule:
     """`next_state` as the rule of the generic `decide` stage: keys still in play or released this round
     get a state row (`_dp_level`, `_dp_released`)."""
-    def rule(weights: np.ndarray, noisy: np.ndarray):
+    def rule(weights: np.ndarray, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         released, level = next_state(weights, noisy, plan, params)
         return (level > 0) | released, {"_dp_level": level, "_dp_released": released}
     return rule
@@ -165,7 +168,7 @@ class AdaptiveSIPS(Mechanism):
         caps = round_caps(params["iterations"], params["beta_min"])
         return round_plans(budget, max_contributions, shares, caps)
 
-    def run(self, stages, plan, params):
+    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
         max_contributions = params["max_contributions"]
         own = self.own_stages(stages)
         pairs = stages.store(stages.pairs(), "pairs")             # distinct pairs, read from the input once
@@ -187,7 +190,7 @@ class AdaptiveSIPS(Mechanism):
         return table, rounds
 
 
-def round_vectors(stages, own, remaining, plan: RoundPlan, max_contributions: int):
+def round_vectors(stages: Engine, own: ModuleType, remaining: Frame, plan: RoundPlan, max_contributions: int) -> Frame:
     """Steps 2–3: R̃_u by the generic truncation stage (fresh salt), then each user's capped vector
     (`own`: the family's stages on this engine)."""
     return own.vectors(stages, stages.truncate(stages.sized(remaining), max_contributions), plan.extra.cap)

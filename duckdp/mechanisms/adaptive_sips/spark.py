@@ -3,11 +3,17 @@
 computes (spec docs/specs/adaptive-sips.md)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...spark.stages import SparkStages
+from ..base import RoundPlan
 from . import STATE_COLUMNS, state_rule
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
-def remaining(engine: SparkStages, pairs, state):
+
+def remaining(engine: SparkStages, pairs: DataFrame, state: DataFrame | None) -> DataFrame:
     """R_u with each key's level: all pairs at level 1 in round 1, else the pairs whose key is in play."""
     from pyspark.sql import functions as F
 
@@ -16,18 +22,19 @@ def remaining(engine: SparkStages, pairs, state):
     return pairs.join(state.where(F.col("_dp_level") > 0).select(*engine.keys, "_dp_level"), engine.keys)
 
 
-def vectors(engine: SparkStages, kept, cap: float):
+def vectors(engine: SparkStages, kept: DataFrame, cap: float) -> DataFrame:
     """Step 3, each user's capped unit-norm vector over R̃_u: the DuckDB template
     adaptive_sips_vectors.sql itself, run by `spark.sql` (benchmarks/bench_spark_template.py)."""
     return engine.template("adaptive_sips_vectors", {"kept": kept}, {"cap": cap}, subqueries=("kept",))
 
 
-def weights(engine: SparkStages, vectors):
+def weights(engine: SparkStages, vectors: DataFrame) -> DataFrame:
     """Step 4, w_i = Σ_u x_ui over ∪R̃_u: the DuckDB template adaptive_sips_weights.sql, run by `spark.sql`."""
     return engine.template("adaptive_sips_weights", {"vectors": vectors}, {}, subqueries=("vectors",))
 
 
-def state(engine: SparkStages, remaining, vectors, state, plan, params: dict, index: int):
+def state(engine: SparkStages, remaining: DataFrame, vectors: DataFrame, state: DataFrame | None, plan: RoundPlan,
+          params: dict, index: int) -> tuple[DataFrame, int]:
     """Noise on every key of ∪R_u (sql/adaptive_sips_universe.sql), the mechanism's rule
     (`next_state`) by the generic `decide` stage → stored state (keys in play or released
     this round, plus those released earlier) and the number released this round."""
@@ -43,7 +50,7 @@ def state(engine: SparkStages, remaining, vectors, state, plan, params: dict, in
     return engine.store(new), int(count)
 
 
-def released(engine: SparkStages, state):
+def released(engine: SparkStages, state: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return state.where(F.col("_dp_round").isNotNull()).select(*engine.keys)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from ...stages.base import Engine
 
-def own_stages(engine) -> ModuleType:
+
+def own_stages(engine: Engine) -> ModuleType:
     """Count release's own stages for `engine` (duckdp.mechanisms.count_release.<engine.name>)."""
     return importlib.import_module(f"{__name__}.{engine.name}")

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from types import ModuleType
 
 import numpy as np
+import pyarrow as pa
 from scipy.special import ndtr
 
 from ...errors import InternalError
@@ -44,6 +46,7 @@ from ...privacy.mad import (
     check_split,
     reroute_fraction,
 )
+from ...stages.base import Engine, Frame, Rule
 from ..base import Mechanism, Param, Round, RoundPlan
 from ..basic import composed_gaussian_rounds, gaussian_round
 from ..guarantee import RoundGuarantee, basic_bound
@@ -102,7 +105,7 @@ def _mad_guarantee(plan: RoundPlan, params: dict, bound: bool) -> RoundGuarantee
                           [f"MAD dominates Basic (Thm 6.1, spec §7): P ≥ min(P_Basic, Φ(b) = {cap:.4f})"])
 
 
-def unbiased_vectors(stages, own, pairs, max_contributions: int):
+def unbiased_vectors(stages: Engine, own: ModuleType, pairs: Frame, max_contributions: int) -> Frame:
     """Stored kept (user, key) pairs with d_u and w^u_i = 1/√d_u (§2 step 1, §4), from the stored
     sized pairs, truncated to Δ0 with a fresh salt (`own`: the family's stages on this engine)."""
     return own.mad_vectors(stages, stages.truncate(pairs, max_contributions))
@@ -126,10 +129,10 @@ def screen_round1(weights: np.ndarray, noisy: np.ndarray, plan1: RoundPlan, plan
 SCREEN_COLUMNS = {"_dp_released": "boolean", "_dp_round2": "boolean", "_dp_beta": "double"}
 
 
-def screen_exceptions(plan1: RoundPlan, plan2: RoundPlan):
+def screen_exceptions(plan1: RoundPlan, plan2: RoundPlan) -> Rule:
     """`screen_round1` as the rule of the generic `decide` stage, keeping only the exceptions (released,
     removed or biased keys): every other key of the universe goes to round 2 unbiased."""
-    def rule(weights: np.ndarray, noisy: np.ndarray):
+    def rule(weights: np.ndarray, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         decided = screen_round1(weights, noisy, plan1, plan2)
         return ~decided["_dp_round2"] | (decided["_dp_beta"] < 1), decided
     return rule
@@ -153,7 +156,7 @@ class Mad(Mechanism):
         plan = gaussian_round(budget, max_contributions)                      # ρ(k) = 1/√k (Lemma 5.4)
         return [_mad_round(plan, max_contributions, params, requested_f=params["reroute_fraction"])]
 
-    def run(self, stages, plan, params):
+    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
         (round_plan,) = plan
         own = self.own_stages(stages)
         pairs = stages.store(stages.sized(stages.pairs()), "pairs")     # read from the input once
@@ -196,7 +199,7 @@ class Mad2R(Mechanism):
                            lower=params["c_lower"] * plan1.scale, upper=params["c_upper"] * plan1.scale)
         return [plan1, plan2]
 
-    def run(self, stages, plan, params):
+    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
         plan1, plan2 = plan
         max_contributions = params["max_contributions"]
         own = self.own_stages(stages)

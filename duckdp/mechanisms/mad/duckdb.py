@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ...stages import Query
 from ...stages.duckdb import DuckDBStages, merge
+from ..base import RoundPlan
 from . import SCREEN_COLUMNS, screen_exceptions
 
 
@@ -14,7 +15,7 @@ def mad_vectors(engine: DuckDBStages, kept: Query) -> Query:
     return engine.table(target)
 
 
-def mad_weights(engine: DuckDBStages, vectors: Query, plan) -> Query:
+def mad_weights(engine: DuckDBStages, vectors: Query, plan: RoundPlan) -> Query:
     """MAD stages 1–4 over stored user vectors → (keys, `_dp_w`) [mad_weights.sql; spec §5]."""
     x = plan.extra
     return engine.query("mad_weights", {"bounded": engine.table_name(vectors), "keys": engine.ctx.key_aliases},
@@ -22,7 +23,8 @@ def mad_weights(engine: DuckDBStages, vectors: Query, plan) -> Query:
                          "reroute": x.reroute})
 
 
-def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1, plan2, max_contributions: int) -> Query:
+def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1: RoundPlan, plan2: RoundPlan,
+                 max_contributions: int) -> Query:
     """Round-1 noisy weights ŵ1 on the whole universe (support ∪ keys of users over Δ0)
     [mad2r_universe.sql], MAD2R's decisions by the generic `decide` stage with `screen_round1`, and
     only the exceptions (released, removed or biased keys) stored [mad2r_status.sql]."""

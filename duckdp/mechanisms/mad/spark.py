@@ -3,18 +3,24 @@ by `spark.sql`); the others compute, with the DataFrame API, what the template n
 computes (spec docs/specs/mad-mad2r.md)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...spark.stages import SparkStages
+from ..base import RoundPlan
 from . import SCREEN_COLUMNS, screen_exceptions
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
-def mad_vectors(engine: SparkStages, kept):
+
+def mad_vectors(engine: SparkStages, kept: DataFrame) -> DataFrame:
     """Stored user vectors with w^u_i = 1/√d_u (sql/mad_vectors.sql; spec §2 step 1, §4)."""
     from pyspark.sql import functions as F
 
     return engine.store(kept.select("_dp_user", *engine.keys, "_dp_d", (1.0 / F.sqrt(F.col("_dp_d"))).alias("_dp_uw")))
 
 
-def mad_weights(engine: SparkStages, vectors, plan):
+def mad_weights(engine: SparkStages, vectors: DataFrame, plan: RoundPlan) -> DataFrame:
     """MAD stages 1–4 (spec §5): truncate at τ, return excess, reroute f — the DuckDB template
     mad_weights.sql itself, run by `spark.sql` over the vectors (benchmarks/bench_spark_template.py)."""
     x = plan.extra
@@ -23,7 +29,8 @@ def mad_weights(engine: SparkStages, vectors, plan):
                             "reroute": x.reroute})
 
 
-def mad2r_screen(engine: SparkStages, pairs, vectors, plan1, plan2, max_contributions: int):
+def mad2r_screen(engine: SparkStages, pairs: DataFrame, vectors: DataFrame, plan1: RoundPlan, plan2: RoundPlan,
+                 max_contributions: int) -> DataFrame:
     """Round-1 noisy weights ŵ1 on the whole universe (∪S̃_u and the keys of users over Δ0;
     sql/mad2r_universe.sql), MAD2R's decisions by the generic `decide` stage
     with `screen_round1`, and only the exceptions (released, removed or biased) stored."""
@@ -35,7 +42,8 @@ def mad2r_screen(engine: SparkStages, pairs, vectors, plan1, plan2, max_contribu
     return engine.store(engine.decide(universe, plan1, screen_exceptions(plan1, plan2), SCREEN_COLUMNS))
 
 
-def mad2r_vectors(engine: SparkStages, pairs, status, max_contributions: int, beta_min: float, beta_max: float):
+def mad2r_vectors(engine: SparkStages, pairs: DataFrame, status: DataFrame, max_contributions: int, beta_min: float,
+                  beta_max: float) -> DataFrame:
     """Stored round-2 user vectors (sql/mad2r_vectors.sql + mad2r_biased.sql; spec §4, §6): round-2
     pairs re-cut to Δ0, 1/√d for users without a bias below 1, water-filling λ* for the others."""
     from pyspark.sql import Window
@@ -70,7 +78,7 @@ def mad2r_vectors(engine: SparkStages, pairs, status, max_contributions: int, be
     return engine.store(plain.unionByName(biased))
 
 
-def mad2r_released(engine: SparkStages, status):
+def mad2r_released(engine: SparkStages, status: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return status.where(F.col("_dp_released")).select(*engine.keys)

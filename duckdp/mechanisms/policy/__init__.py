@@ -17,16 +17,19 @@ from __future__ import annotations
 import math
 import numbers
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from scipy.special import ndtr
 
-from ...errors import InvalidParameter
+from ...errors import InternalError, InvalidParameter
 from ...privacy.budget import Budget, EpsDelta
 from ...privacy.calibration import laplace_scale, laplace_threshold, weighted_l1_novelty
+from ...stages import Query
+from ...stages.base import Engine
 from ..base import Mechanism, Param, Round, RoundPlan, approx_budget
 from ..basic import gaussian_round, laplace_round
 from ..guarantee import RoundGuarantee, basic_bound
@@ -60,6 +63,9 @@ def cutoff_probability(plan: RoundPlan) -> float:
     return float(ndtr(alpha)) if plan.noise == "gaussian" else 1.0 - 0.5 * math.exp(-alpha)
 
 
+Update = Callable[[np.ndarray, float], np.ndarray]    # one user's update (updates.py)
+
+
 class _Progress:
     """A one-line users-processed bar on stderr, drawn only when stderr is a terminal."""
 
@@ -76,7 +82,8 @@ class _Progress:
         sys.stderr.write("\n")
 
 
-def update_loop(batches, n_items: int, update, gamma: float, progress: _Progress | None = None) -> np.ndarray:
+def update_loop(batches: Iterable[pa.RecordBatch], n_items: int, update: Update, gamma: float,
+                progress: _Progress | None = None) -> np.ndarray:
     """Run `update` for each user's item-id list, in stream order, on one weight array."""
     weights = np.zeros(n_items, dtype=np.float64)
     for batch in batches:
@@ -93,9 +100,14 @@ def update_loop(batches, n_items: int, update, gamma: float, progress: _Progress
     return weights
 
 
-def sequential_histogram(stages, update, gamma: float, counted: bool, max_contributions: int):
+def sequential_histogram(stages: Engine, update: Update, gamma: float, counted: bool,
+                         max_contributions: int) -> tuple[np.ndarray, Query]:
     """The policy histogram as a weight array by item id, and the stored items frame mapping ids to keys."""
+    from ...stages.duckdb import DuckDBStages
     from . import duckdb as own  # the only engine these mechanisms run on (`engines`)
+
+    if not isinstance(stages, DuckDBStages):
+        raise InternalError(f"invariant failed: the sequential policies run only on DuckDB, not {stages.name}")
 
     pairs, items, n_items = own.policy_pairs(stages, counted, max_contributions)
     progress = _Progress(own.count_users(stages, pairs), "duckdp") if sys.stderr.isatty() else None
@@ -108,7 +120,7 @@ def sequential_histogram(stages, update, gamma: float, counted: bool, max_contri
 
 
 class _Sequential(Mechanism):
-    update: Callable[[np.ndarray, float], np.ndarray]   # one user's update (updates.py)
+    update: Update
     engines = ("duckdb",)
     engine_note = ("the sequential policies (policy_*, gw) process users one after another and run only on "
                    "DuckDB; on Spark use weighted_gaussian, dpsips, adaptive_sips, mad or mad2r")
@@ -126,7 +138,7 @@ class _Sequential(Mechanism):
         bound = basic_bound(plan, self.exponent)
         return RoundGuarantee("reference", bound.weighting + " while below Γ (even split)", bound.probability, [note])
 
-    def run(self, stages, plan, params):
+    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
         (round_plan,) = plan
         weights, items = sequential_histogram(stages, self.update, round_plan.extra.cutoff, self.counted,
                                               params["max_contributions"])

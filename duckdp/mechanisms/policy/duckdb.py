@@ -7,6 +7,7 @@ import pyarrow as pa
 
 from ...stages import Query
 from ...stages.duckdb import DuckDBStages
+from ..base import RoundPlan
 
 
 def policy_pairs(engine: DuckDBStages, counted: bool, max_contributions: int) -> tuple[Query, Query, int]:
@@ -30,7 +31,7 @@ def count_users(engine: DuckDBStages, pairs: Query) -> int:
     return engine.ctx.scalar(f"SELECT count(DISTINCT _dp_user) FROM ({pairs.sql})")
 
 
-def policy_lists(engine: DuckDBStages, pairs: Query, items: Query, batch_users: int):
+def policy_lists(engine: DuckDBStages, pairs: Query, items: Query, batch_users: int) -> pa.RecordBatchReader:
     """Arrow record batches of one list column of item ids per user, in keyed-random user order
     [policy_lists.sql]; the reader has .close()."""
     ctx = engine.ctx
@@ -39,7 +40,7 @@ def policy_lists(engine: DuckDBStages, pairs: Query, items: Query, batch_users: 
                                        "keys": ctx.key_aliases}, params, batch_users)
 
 
-def policy_release(engine: DuckDBStages, weights: np.ndarray, items: Query, plan) -> Query:
+def policy_release(engine: DuckDBStages, weights: np.ndarray, items: Query, plan: RoundPlan) -> Query:
     """Noise + threshold over the sequential histogram's support (weights by item id joined back to
     the keys [policy_weights.sql], then the generic release stage)."""
     view = engine.ctx.register("weights", pa.table({"_dp_item": np.arange(len(weights), dtype=np.int64),

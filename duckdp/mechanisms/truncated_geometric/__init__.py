@@ -22,9 +22,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from ...errors import InvalidParameter
 from ...privacy.budget import Budget, EpsDelta
+from ...stages.base import Engine
 from ..base import Mechanism, Round, RoundPlan, approx_budget
 from ..basic import basic_weights
 from ..guarantee import RoundGuarantee
@@ -78,7 +80,7 @@ class TruncatedGeometric(Mechanism):
             (f"per-key budget ε = {plan.extra.per_key_epsilon:.4g}, δ = {plan.extra.per_key_delta:.3g}; "
             f"keys with ≥ {int(plan.threshold):,} users are always kept")])
 
-    def run(self, stages, plan, params):
+    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
         (round_plan,) = plan
         probs = keep_probabilities(round_plan.extra.per_key_epsilon, round_plan.extra.per_key_delta)
         counts = basic_weights(stages, params["max_contributions"], 0.0)

@@ -1,14 +1,19 @@
 """The truncated geometric mechanism's own stage on Spark (the DuckDB template: ./sql)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyarrow as pa
 
 from ...spark.noise import noised
 from ...spark.stages import SparkStages
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
-def geometric_release(engine: SparkStages, weights, keep_prob: np.ndarray):
+
+def geometric_release(engine: SparkStages, weights: DataFrame, keep_prob: np.ndarray) -> DataFrame:
     """Keys kept with probability π(n) by one keyed uniform draw (sql/truncated_geometric.sql)."""
     from pyspark.sql import functions as F
 
