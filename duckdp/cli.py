@@ -501,6 +501,14 @@ def _input_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", help="table or view, for a DuckDB database INPUT (opened read-only)")
 
 
+def _budget_arguments(parser: argparse.ArgumentParser) -> None:
+    """--epsilon or --rho (one of them) and --delta: the release's budget."""
+    budget = parser.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
+    budget.add_argument("--rho", type=float, help="ρ of a δ-approximate ρ-zCDP budget")
+    parser.add_argument("--delta", type=float, required=True, help="δ (required)")
+
+
 def _output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, help="where to write the released keys (.parquet or .csv)")
     parser.add_argument("--seed", type=int, help="reproducible run (tests and demos only: not private)")
@@ -522,10 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Release the keys (items) of INPUT under user-level differential privacy.")
     _input_arguments(sel)
     sel.add_argument("--algo", default="weighted_gaussian", help="mechanism (see `duckdp algorithms`)")
-    budget = sel.add_mutually_exclusive_group(required=True)
-    budget.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
-    budget.add_argument("--rho", type=float, help="ρ of a δ-approximate ρ-zCDP budget")
-    sel.add_argument("--delta", type=float, required=True, help="δ (required)")
+    _budget_arguments(sel)
     sel.add_argument("--max-contributions", type=_contributions, default=100, metavar="Δ0",
                      help="keys kept per user (100), or 'auto': chosen privately with 1%% of the budget")
     sel.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
@@ -555,10 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="users, count, sum:COL:LO:HI or mean:COL:LO:HI (repeatable)")
     agg.add_argument("--keys", default="adaptive_sips",
                      help="a select() mechanism, 'threshold', or a parquet/CSV file of public keys (adaptive_sips)")
-    agg_budget = agg.add_mutually_exclusive_group(required=True)
-    agg_budget.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
-    agg_budget.add_argument("--rho", type=float, help="ρ of a δ-approximate ρ-zCDP budget")
-    agg.add_argument("--delta", type=float, required=True, help="δ (required)")
+    _budget_arguments(agg)
     agg.add_argument("--max-contributions", type=int, default=100, metavar="Δ0", help="keys kept per user (100)")
     agg.add_argument("--max-rows-per-key", type=int, default=1, metavar="M", help="rows per user and key (1)")
     agg.add_argument("--selection-share", type=float, help="share of the budget for selecting keys (0.4)")
@@ -572,10 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Explain, from the privacy budget alone, the noise and threshold of each "
                                      "round and how many users a key needs to be released.")
     exp.add_argument("algo", metavar="ALGO", help="mechanism (see `duckdp algorithms`)")
-    exp_budget = exp.add_mutually_exclusive_group(required=True)
-    exp_budget.add_argument("--epsilon", type=float, help="ε of an (ε, δ)-DP budget")
-    exp_budget.add_argument("--rho", type=float, help="ρ of a δ-approximate ρ-zCDP budget")
-    exp.add_argument("--delta", type=float, required=True, help="δ (required)")
+    _budget_arguments(exp)
     exp.add_argument("--max-contributions", type=int, default=100, metavar="Δ0", help="keys kept per user (100)")
     exp.add_argument("--keys-per-user", type=int, nargs="+", metavar="K",
                      help="rows of the users table: keys each holder holds (default 1, 2, 5, … up to Δ0)")
