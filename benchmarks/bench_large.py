@@ -10,6 +10,13 @@ process during the run (sampled from /proc), and the largest spill seen in duckd
     python benchmarks/bench_large.py                          # 100M rows, 2GB limit
     python benchmarks/bench_large.py --rows 5000000           # smoke run
     python benchmarks/bench_large.py --rows 1000000000 --memory-limit 16GB --dir /big/disk   # 1B rows
+    python benchmarks/bench_large.py --aggregate --algos adaptive_sips --threads 16   # issue #20: GROUP BY
+
+--aggregate adds a value column (a skewed amount in [0, 500): 500·u⁴ of a per-row hash u, one-cent grid)
+and times, after each mechanism's `select`, `duckdp.aggregate` with the same mechanism as its key
+selection and four metrics (users, count, sum and mean of the value clipped to [0, 500], Δ0 = the same,
+one row per user and key) at the same budget, then prints the aggregate/select ratio (issue #20: ≤ 1.5 at
+16 threads on a 16-core machine, 100M rows, 2 GB).
 
 The noise stage streams the weights to Python in Arrow batches (duckdp/noise_stage.py), so Python
 holds one batch per thread plus the released keys (for MAD2R, the keys its screen stores), never
@@ -68,8 +75,8 @@ class Sampler:
         self.con.close()
 
 
-def build(con, rows: int, chunk: int, seed: int) -> float:
-    """Fill table `big` chunk by chunk; return seconds taken."""
+def build(con, rows: int, chunk: int, seed: int, values: bool = False) -> float:
+    """Fill table `big` chunk by chunk (with a `value` column when asked); return seconds taken."""
     start, offset = time.perf_counter(), 0
     con.execute("CREATE TABLE big (user_id BIGINT, item BIGINT)")
     for i, first in enumerate(range(0, rows, chunk)):
@@ -80,7 +87,29 @@ def build(con, rows: int, chunk: int, seed: int) -> float:
         con.execute("INSERT INTO big SELECT * FROM _bench_chunk")
         con.unregister("_bench_chunk")
         del part
+    if values:
+        con.execute("ALTER TABLE big ADD COLUMN value DOUBLE")
+        con.execute("UPDATE big SET value = round(500 * pow(hash(user_id, item, 7) / 18446744073709551616.0, 4), 2)")
     return time.perf_counter() - start
+
+
+METRICS = {"users": "users", "rows": "count", "amount": ("sum", "value", 0, 500),
+           "avg_amount": ("mean", "value", 0, 500)}
+
+
+def aggregate_row(con, algo: str, budget: dict, label: str, delta0: int, select_seconds: float) -> None:
+    """Time duckdp.aggregate with `algo` as its key selection; print a row with its ratio to `select`."""
+    with Sampler(con) as s:
+        start = time.perf_counter()
+        try:
+            agg = duckdp.aggregate(con, "big", by="item", metrics=METRICS, keys=algo, max_contributions=delta0,
+                                   max_rows_per_key=1, seed=1, **budget)
+            released = f"{len(agg):,}"
+        except duckdb.OutOfMemoryException as exc:
+            released = "OUT OF MEMORY: " + str(exc).splitlines()[0]
+        seconds = time.perf_counter() - start
+    print(f"| aggregate({algo}), 4 metrics | {label} | {seconds:.1f} ({seconds / select_seconds:.2f}× select) | "
+          f"{released} | {s.peak / 2**20:,.0f} | {s.spill / 2**20:,.0f} |", flush=True)
 
 
 def main() -> None:
@@ -91,6 +120,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--algos", nargs="+", default=["weighted_gaussian", "dpsips", "mad2r"])
     ap.add_argument("--max-contributions", type=int, default=100)
+    ap.add_argument("--aggregate", action="store_true",
+                    help="also time duckdp.aggregate with each mechanism as its key selection (issue #20)")
     ap.add_argument("--dir", default=None, help="where to put the database and spill files (default: a temp dir)")
     args = ap.parse_args()
 
@@ -103,7 +134,7 @@ def main() -> None:
         if args.threads:
             con.execute("SET threads = $t", {"t": args.threads})
         with Sampler(con) as s:
-            seconds = build(con, args.rows, args.chunk, seed=2024)
+            seconds = build(con, args.rows, args.chunk, seed=2024, values=args.aggregate)
         users = con.sql("SELECT count(DISTINCT user_id), count(DISTINCT item) FROM big").fetchall()[0]
         threads = con.sql("SELECT current_setting('threads')").fetchall()[0][0]
         print(f"table: {args.rows:,} rows, {users[0]:,} users, {users[1]:,} items; built in {seconds:.1f} s "
@@ -126,6 +157,8 @@ def main() -> None:
                 seconds = time.perf_counter() - start
             print(f"| {algo} | {label} | {seconds:.1f} | {released} | {s.peak / 2**20:,.0f} | "
                   f"{s.spill / 2**20:,.0f} |", flush=True)
+            if args.aggregate:
+                aggregate_row(con, algo, budget, label, args.max_contributions, seconds)
         con.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
