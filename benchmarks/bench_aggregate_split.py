@@ -1,21 +1,20 @@
-"""PROTOTYPE (no engine code yet, issue #20 waits for #19): how to split ρ between key selection and
-the metrics of a private GROUP BY, measured on MovieLens 100k (per movie: ratings count, mean rating).
+"""How to split a private GROUP BY's budget between key selection and the metrics, measured with
+`duckdp.aggregate` itself on the data in ../shared/data (issue #20: "a documented default, measured").
 
-For each selection mechanism (adaptive_sips, dpsips, and keys="threshold"), ρ and selection share s:
-the plan comes from `duckdp.privacy.aggregate.plan_aggregate` (the real privacy core); `duckdp.select`
-releases keys on the plan's selection budget (seeded) — keys="threshold" is thresholded in numpy from
-the plan's σ_t and T; the metrics are then computed **in numpy, not by an engine**,
-following the spec's stages (docs/specs/private-group-by.md §2): rows restricted to the released
-keys, each user's keys cut to Δ0 by a seeded random order, ratings clipped to [1, 5] on the plan's
-grid, per-key count and centred sum, exact discrete Gaussian noise with the plan's σ
-(`discrete_gaussian_array`), `finish` for the mean. It reports keys released, the median relative
-error of count and mean against the true (unbounded) values — on all released keys and on the keys
-every share releases — and the keys whose count and mean are both within 10 %; then the same against
-the bounded values the noise is added to ("noise"), which isolates what the split controls from the
-truncation bias that Δ0 controls.
+For each dataset, selection (adaptive_sips, dpsips, keys="threshold"), ρ, Δ0 and selection share s, one
+`duckdp.aggregate` call per trial (seeded) releases keys and their metrics; against the true, unbounded
+per-key values it reports: keys released, the median relative error of each metric on the released keys,
+and **useful keys** — released keys whose every metric is within 10 % of the truth, the number an analyst
+can act on (more keys with useless numbers do not count; fewer keys with perfect numbers neither). The
+default share (duckdp.privacy.aggregate.DEFAULT_SELECTION_SHARE) is the one with the most useful keys
+summed over the grid, per selection kind.
 
-    nice -n 10 python benchmarks/bench_aggregate_split.py            # ρ ∈ {0.1, 1}, Δ0 ∈ {50, 150}, 3 trials (~2 min)
-    nice -n 10 python benchmarks/bench_aggregate_split.py --rhos 0.5 --trials 1
+Metrics: MovieLens 100k ratings (per movie) — users, ratings (count), mean rating in [1, 5]; the key-only
+datasets (reddit, MovieLens latest-small) — users (there keys="threshold" has nothing to split: its noisy
+count is the users metric, so it is not run). zCDP, δ = 1e-6, max_rows_per_key = 1.
+
+    nice -n 10 python benchmarks/bench_aggregate_split.py                        # the grid below (~10 min)
+    nice -n 10 python benchmarks/bench_aggregate_split.py --rhos 0.5 --trials 1 --datasets movielens_100k_ratings
 """
 from __future__ import annotations
 
@@ -23,6 +22,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import duckdb
@@ -30,126 +30,83 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 import duckdp  # noqa: E402
-from duckdp.discrete import discrete_gaussian_array  # noqa: E402
-from duckdp.prf import PRFKey  # noqa: E402
-from duckdp.privacy.aggregate import THRESHOLD_TAG, finish, plan_aggregate  # noqa: E402
-from duckdp.privacy.budget import ZCDP  # noqa: E402
+from duckdp.privacy.aggregate import DEFAULT_SELECTION_SHARE  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "movielens_100k_ratings.parquet"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHARES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
-ALGOS = ("adaptive_sips", "dpsips", "threshold")
-METRICS = {"ratings": "count", "avg": ("mean", "rating", 1, 5)}
+KEYS = ("adaptive_sips", "dpsips", "threshold")
 DELTA = 1e-6
+# dataset → (metrics, SQL of the true per-key values: item + one column per metric)
+DATASETS = {
+    "movielens_100k_ratings": ({"raters": "users", "ratings": "count", "avg": ("mean", "rating", 1, 5)},
+                               "SELECT item, count(DISTINCT user_id) AS raters, count(*) AS ratings, "
+                               "avg(rating) AS avg FROM t GROUP BY item"),
+    "reddit_1pct_unigrams": ({"users": "users"}, "SELECT item, count(DISTINCT user_id) AS users FROM t GROUP BY item"),
+    "movielens_latest_small": ({"users": "users"},
+                               "SELECT item, count(DISTINCT user_id) AS users FROM t GROUP BY item"),
+}
 
 
-def first_per_user(users, limit, seed):
-    """Indices of ≤ `limit` rows per user in a seeded random order (MovieLens: one row per (user, movie))."""
-    order = np.lexsort((np.random.default_rng(seed).random(users.size), users))
-    u = users[order]
-    first = np.r_[True, u[1:] != u[:-1]]
-    rank = np.arange(u.size) - np.maximum.accumulate(np.where(first, np.arange(u.size), 0))
-    return order[rank < limit]
-
-
-def threshold_prototype(plan, users, items, seed):
-    """keys="threshold" (spec §4.2) in numpy: Δ0 keys per user over all keys, distinct-user counts c ≥ 1,
-    c + N_Z(0, σ_t²) ≥ T (noise keyed by the key's index among the keys present: prototype counters)."""
-    kept = first_per_user(users, plan.max_contributions, seed)
-    keys, c = np.unique(items[kept], return_counts=True)
-    key = PRFKey.from_seed(seed).derive(b"aggm", THRESHOLD_TAG)
-    z = discrete_gaussian_array(key, np.zeros(keys.size, np.uint64), np.arange(keys.size, dtype=np.uint64),
-                                plan.threshold.sigma)
-    return keys[c + z >= plan.threshold.threshold]
-
-
-def metrics_prototype(plan, users, items, ratings, released, seed):
-    """Noisy count and mean per released key (sorted), by the spec's stages in numpy (prototype), and the
-    bounded (truncated, clipped) count and mean they estimate."""
-    keep = np.isin(items, released)                 # restrict to K, then ≤ Δ0 keys per user
-    u, it, r = users[keep], items[keep], ratings[keep]
-    kept = first_per_user(u, plan.max_contributions, seed)
-    it, r = it[kept], r[kept]
-    ms, mc = plan.measure("avg", "sum"), plan.measure("avg", "count")
-    cnt = plan.measure("ratings", "count")
-    idx = np.searchsorted(released, it)
-    grid = np.round(np.clip(r, 1, 5) / ms.step).astype(np.int64) - ms.offset
-    true_count = np.bincount(idx, minlength=released.size).astype(np.int64)
-    true_sum = np.bincount(idx, weights=grid, minlength=released.size).astype(np.int64)
-    key = PRFKey.from_seed(seed)
-    hi, lo = np.zeros(released.size, np.uint64), np.arange(released.size, dtype=np.uint64)
-
-    def noise(m):
-        return discrete_gaussian_array(key.derive(b"aggm", m.tag), hi, lo, m.sigma)
-
-    noisy = {("ratings", "count"): true_count + noise(cnt),
-             ("avg", "sum"): true_sum + noise(ms), ("avg", "count"): true_count + noise(mc)}
-    out = finish(plan, noisy)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bounded_mean = (ms.offset + true_sum / true_count) * ms.step
-    return out["ratings"], out["avg"], true_count, bounded_mean
+def run(con: duckdb.DuckDBPyConnection, metrics: dict, truth: dict, keys: str, rho: float, d0: int, share: float,
+        seed: int) -> tuple[int, dict[str, float], int]:
+    """One seeded aggregate: (keys released, median relative error per metric, useful keys)."""
+    agg = duckdp.aggregate(con, "t", by="item", metrics=metrics, keys=keys, rho=rho, delta=DELTA,
+                           max_contributions=d0, selection_share=share, seed=seed)
+    out = agg.to_arrow()
+    items = out.column("item").to_pylist()
+    errs = {}
+    for name in metrics:
+        got = out.column(name).to_numpy(zero_copy_only=False).astype(float)
+        true = np.array([truth[name][k] for k in items], dtype=float)
+        errs[name] = np.abs(got - true) / true
+    useful = int(np.sum(np.all([e <= 0.1 for e in errs.values()], axis=0))) if items else 0
+    return len(items), {n: float(np.median(e)) if items else float("nan") for n, e in errs.items()}, useful
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     ap.add_argument("--rhos", type=float, nargs="+", default=[0.1, 1.0])
-    ap.add_argument("--d0", type=int, nargs="+", default=[50, 150], help="Δ0 (max_contributions) values")
+    ap.add_argument("--d0", type=int, nargs="+", default=[100, 300], help="Δ0 (max_contributions) values")
     ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    con = duckdb.connect()
-    con.execute("CREATE TABLE ratings AS SELECT user_id, item, rating FROM read_parquet(?)", [str(DATA)])
-    users, items, ratings = (con.sql("SELECT user_id, item, rating FROM ratings").fetchnumpy()[c]
-                             for c in ("user_id", "item", "rating"))
-    items = np.asarray(items, dtype=object).astype(str)
-    truth = con.sql("SELECT item, count(*) AS n, avg(rating) AS m FROM ratings GROUP BY item").fetchnumpy()
-    true_n = dict(zip(np.asarray(truth["item"], dtype=object).astype(str), truth["n"], strict=True))
-    true_m = dict(zip(np.asarray(truth["item"], dtype=object).astype(str), truth["m"], strict=True))
     start = time.time()
-    print(f"MovieLens 100k, max_rows_per_key = 1, δ = {DELTA:g}, zCDP; metrics: count, mean rating [1, 5]; "
-          f"{args.trials} trials (medians over trials)")
-    for rho, d0 in ((r, d) for r in args.rhos for d in args.d0):
-        print(f"\nρ = {rho:g}, Δ0 = {d0}")
-        print("| mechanism | share | keys | count err | mean err | same-keys count err | same-keys mean err "
-              "| keys both ≤ 10 % | count noise err | mean noise err | keys both ≤ 10 % (noise) |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
-        for algo in ALGOS:
-            rows = {}
-            for s in SHARES:
-                mode = "threshold" if algo == "threshold" else "select"
-                plan = plan_aggregate(ZCDP(rho, DELTA), METRICS, max_contributions=d0, keys=mode,
-                                      algo=None if mode == "threshold" else algo, selection_share=s)
-                runs = []
-                for t in range(args.trials):
-                    if mode == "threshold":
-                        released = threshold_prototype(plan, users, items, 1000 * t + 7)
-                    else:
-                        sel = plan.selection_budget
-                        rel = duckdp.select(con, "ratings", algo=algo, rho=sel.rho, delta=sel.delta,
-                                            max_contributions=d0, seed=1000 * t + 7)
-                        released = np.sort(np.asarray(rel.items.fetchnumpy()["item"], dtype=object).astype(str))
-                    count, mean, bn, bm = metrics_prototype(plan, users, items, ratings, released, 1000 * t + 11)
-                    n = np.array([true_n[k] for k in released], dtype=float)
-                    m = np.array([true_m[k] for k in released], dtype=float)
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        noise_c, noise_m = np.abs(count - bn) / bn, np.abs(mean - bm) / bm
-                    runs.append((released, np.abs(count - n) / n, np.abs(mean - m) / m, noise_c, noise_m))
-                rows[s] = runs
-            common = [set.intersection(*(set(rows[s][t][0]) for s in SHARES)) for t in range(args.trials)]
-            for s in SHARES:
-                keys, ec, em, sc, sm, good, nc, nm, ngood = [], [], [], [], [], [], [], [], []
-                for t, (released, err_c, err_m, noise_c, noise_m) in enumerate(rows[s]):
-                    same = np.array([k in common[t] for k in released], dtype=bool)
-                    keys.append(released.size)
-                    ec.append(np.median(err_c) if released.size else np.nan)
-                    em.append(np.median(err_m) if released.size else np.nan)
-                    sc.append(np.median(err_c[same]) if same.any() else np.nan)
-                    sm.append(np.median(err_m[same]) if same.any() else np.nan)
-                    good.append(int(np.sum((err_c <= 0.1) & (err_m <= 0.1))))
-                    nc.append(np.median(noise_c) if released.size else np.nan)
-                    nm.append(np.median(noise_m) if released.size else np.nan)
-                    ngood.append(int(np.sum((noise_c <= 0.1) & (noise_m <= 0.1))))
-                med = statistics.median
-                print(f"| {algo} | {s:.1f} | {med(keys):.0f} | {med(ec):.3f} | {med(em):.3f} | {med(sc):.3f} "
-                      f"| {med(sm):.3f} | {med(good):.0f} | {med(nc):.3f} | {med(nm):.3f} | {med(ngood):.0f} |")
+    useful_total: dict[tuple[str, float], int] = defaultdict(int)
+    print(f"duckdp.aggregate, zCDP, δ = {DELTA:g}, max_rows_per_key = 1, {args.trials} trials (medians); "
+          f"'useful' = released keys with every metric within 10 % of the true value; current default share "
+          f"{DEFAULT_SELECTION_SHARE}")
+    for name in args.datasets:
+        metrics, truth_sql = DATASETS[name]
+        con = duckdb.connect()
+        con.execute("SET threads = $t", {"t": args.threads})
+        cols = "user_id, item" + (", rating" if "avg" in metrics else "")
+        con.execute(f"CREATE TABLE t AS SELECT {cols} FROM read_parquet($p)", {"p": str(DATA / f"{name}.parquet")})
+        rel = con.sql(truth_sql).fetchnumpy()
+        truth = {m: dict(zip(rel["item"].tolist(), rel[m].tolist(), strict=True)) for m in metrics}
+        for rho in args.rhos:
+            for d0 in args.d0:
+                print(f"\n### {name}: ρ = {rho:g}, Δ0 = {d0}\n")
+                print("| keys | share | released | " + " | ".join(f"{m} err" for m in metrics) + " | useful |")
+                print("|---|---:|---:|" + "---:|" * len(metrics) + "---:|")
+                for keys in KEYS:
+                    if keys == "threshold" and set(metrics.values()) == {"users"}:
+                        continue        # the threshold's noisy count is the users metric: nothing to split
+                    for s in SHARES:
+                        runs = [run(con, metrics, truth, keys, rho, d0, s, 1000 * t + 7) for t in range(args.trials)]
+                        med = statistics.median
+                        useful = med(r[2] for r in runs)
+                        useful_total[keys, s] += int(useful)
+                        errs = " | ".join(f"{med(r[1][m] for r in runs):.3f}" for m in metrics)
+                        print(f"| {keys} | {s:.1f} | {med(r[0] for r in runs):.0f} | {errs} | {useful:.0f} |",
+                              flush=True)
+        con.close()
+    print("\n### Useful keys summed over the grid, per share\n")
+    print("| keys | " + " | ".join(f"{s:.1f}" for s in SHARES) + " | best |")
+    print("|---|" + "---:|" * (len(SHARES) + 1))
+    for keys in KEYS:
+        row = [useful_total[keys, s] for s in SHARES]
+        print(f"| {keys} | " + " | ".join(str(v) for v in row) + f" | {SHARES[int(np.argmax(row))]:.1f} |")
     print(f"\ntotal {time.time() - start:.0f} s")
 
 
