@@ -44,6 +44,8 @@ from scipy.special import ndtri
 KINDS = ("gaussian", "laplace", "gumbel", "uniform")
 _CHUNK = 1 << 20                     # counters per thread-pool task
 _SEED_TAG = b"duckdp/prf/v1"
+_REFILL = 4                          # AES blocks per BitStream refill (a typical exact draw reads < 512 bits)
+_ECB = modes.ECB()
 
 
 def _aes(key: bytes, data: bytes) -> bytes:
@@ -164,21 +166,24 @@ def noise(kind: str, key: PRFKey, round_tag: int, counters_hi: npt.ArrayLike, co
 
 class BitStream:
     """Uniform random bits from AES_sub(0), AES_sub(1), … (counter mode, each 128-bit block read
-    big-endian, most significant bit first), for exact samplers."""
+    big-endian, most significant bit first), for exact samplers. One encryptor per stream, refilled
+    `_REFILL` blocks at a time (the bits do not depend on the refill size)."""
+
+    __slots__ = ("_enc", "_block", "_bits", "_nbits")
 
     def __init__(self, key: PRFKey):
-        self._key = key
+        self._enc = Cipher(algorithms.AES(key.key), _ECB).encryptor()
         self._block = 0
         self._bits = 0          # buffered bits as an int, `_nbits` of them
         self._nbits = 0
 
     def bits(self, k: int) -> int:
         """k fresh uniform bits as a non-negative int."""
-        while self._nbits < k:          # refill 32 blocks at a time
-            counters = b"".join((self._block + i).to_bytes(16, "big") for i in range(32))
-            self._block += 32
-            self._bits = (self._bits << 4096) | int.from_bytes(_aes(self._key.key, counters), "big")
-            self._nbits += 4096
+        while self._nbits < k:
+            counters = b"".join((self._block + i).to_bytes(16, "big") for i in range(_REFILL))
+            self._block += _REFILL
+            self._bits = (self._bits << 128 * _REFILL) | int.from_bytes(self._enc.update(counters), "big")
+            self._nbits += 128 * _REFILL
         self._nbits -= k
         out = self._bits >> self._nbits
         self._bits &= (1 << self._nbits) - 1
