@@ -61,20 +61,16 @@ class DiscreteGaussian:
         gcd = math.gcd
         t, lt, c1, c2, d0 = self.t, self._lt, self._c1, self._c2, self._d0
 
-        def below(n: int) -> int:                 # uniform on {0, …, n − 1}: ⌈log2 n⌉ bits until < n
-            k = (n - 1).bit_length()
-            if not k:
-                return 0
-            while True:
-                x = read(k)
-                if x < n:
-                    return x
-
         def exp_minus_one() -> bool:              # Bernoulli(exp(−1)): Bernoulli(1/k) for k = 2, 3, … (Alg. 1)
             k = 2
-            while below(k) < 1:
+            while True:
+                bits = (k - 1).bit_length()       # below(k) < 1 ⇔ the accepted try is 0
+                x = read(bits)
+                while x >= k:
+                    x = read(bits)
+                if x:
+                    return k % 2 == 1
                 k += 1
-            return k % 2 == 1
 
         def bernoulli_exp(n: int, d: int) -> bool:    # Bernoulli(exp(−n/d)), n/d ≥ 0 in lowest terms (Alg. 1)
             while n > d:
@@ -82,9 +78,17 @@ class DiscreteGaussian:
                     return False
                 n -= d                            # gcd(n − d, d) = gcd(n, d) = 1: still lowest terms
             k = 1
-            while True:
+            while True:                           # Bernoulli((n/d)/k) = [below(D) < N], N/D its lowest terms
                 g = gcd(n, k)
-                if below(d * k // g) >= n // g:   # Bernoulli(n/(d·k)) failed
+                big, small = d * k // g, n // g
+                bits = (big - 1).bit_length()
+                if bits:
+                    x = read(bits)
+                    while x >= big:
+                        x = read(bits)
+                    if x >= small:
+                        return k % 2 == 1
+                elif small == 0:                  # D = 1: below(1) = 0 reads nothing
                     return k % 2 == 1
                 k += 1
 
