@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +40,7 @@ from .prf import BitStream, PRFKey, _aes, _u64
 class DiscreteGaussian:
     """Exact N_Z(0, σ²) draws for one σ > 0 (a double): CKS20 Alg. 3 on integers.
 
-    With σ = P/Q (σ.as_integer_ratio(), lowest terms) and t = ⌊σ⌋ + 1, the acceptance exponent of a
+    With σ = P/Q (Fraction(σ), lowest terms) and t = ⌊σ⌋ + 1, the acceptance exponent of a
     discrete Laplace draw y is (|y| − σ²/t)²/(2σ²) = A²/(2P²Q²t²) with A = |y|·Q²·t − P², taken in
     lowest terms (divided by gcd(A², 2P²Q²t²)); and (n/d)/k in lowest terms is (n/g)/(d·k/g) with
     g = gcd(n, k), because gcd(n, d) = 1 (0/d is 0/1: g = k).
@@ -50,7 +51,8 @@ class DiscreteGaussian:
     def __init__(self, sigma: float):
         if not (sigma > 0 and math.isfinite(sigma)):
             raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
-        p, q = float(sigma).as_integer_ratio()
+        exact = Fraction(sigma)                  # σ as the exact rational P/Q (a double's, or an int's)
+        p, q = exact.numerator, exact.denominator
         self.t = math.floor(sigma) + 1
         self._lt = (self.t - 1).bit_length()                 # bits of one try of below(t)
         self._c1, self._c2 = q * q * self.t, p * p
@@ -124,7 +126,8 @@ def discrete_gaussian_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo
                             sigma: float) -> np.ndarray:
     """One exact N_Z(0, σ²) draw per 128-bit counter (int64), each from its own stream (see above):
     draw j is `discrete_gaussian(BitStream(AES_K(hi_j ‖ lo_j)), σ)`. The loop runs per key in Python
-    (about 6·10⁴ draws/s per core, benchmarks/bench_discrete.py), for per-key metrics of released keys.
+    (7–9·10⁴ draws/s per CPU second on a loaded machine, benchmarks/bench_discrete.py), for per-key
+    metrics of released keys.
     """
     hi, lo = _u64(counters_hi), _u64(counters_lo)
     if hi.shape != lo.shape or hi.ndim != 1:
