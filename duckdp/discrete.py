@@ -1,15 +1,21 @@
-"""Exact sampling of the discrete Gaussian on the integers from a PRF bit stream (numpy-free, exact).
+"""Exact sampling of the discrete Gaussian on the integers from a PRF bit stream (exact integer arithmetic).
 
 Canonne, Kamath, Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020
 (arXiv:2004.00010): Bernoulli(exp(−γ)) by von Neumann's method (§5.1, Alg. 1, with γ > 1 split
 into ⌊γ⌋ factors exp(−1)), the discrete Laplace (§5.2, Alg. 2) and the discrete Gaussian by
-rejection from it (§5.3, Alg. 3). All arithmetic is on Python ints and `fractions.Fraction`
-(σ is a double, hence an exact rational), so the output distribution is exactly N_Z(0, σ²):
+rejection from it (§5.3, Alg. 3). Every decision compares a uniform integer with an exact rational
+(σ is a double, hence an exact rational P/Q), so the output distribution is exactly N_Z(0, σ²):
 P[Y = y] ∝ exp(−y²/(2σ²)) on ℤ — no floating point touches it, which is what removes the
 Mironov (2012) leak of float noise (reachable outputs depending on the true count).
 
 Privacy: adding N_Z(0, σ²) to an integer query of sensitivity Δ is ½(Δ/σ)²-zCDP (CKS20, arXiv:2004.00010 Prop. 4),
 the same bound as the continuous Gaussian, so the charge 1/(2σ²) of a count is unchanged.
+
+Bits. The sampler reads the same bits, in the same order, with the same outcomes as CKS20's algorithms
+written on `fractions.Fraction` (that version is kept as the test oracle, tests/reference_discrete.py,
+and tests/test_discrete.py checks equality draw by draw), so seeded releases are unchanged; it works
+on integer numerators and denominators reduced exactly as Fraction reduces them (a Bernoulli(n/d)
+reads `below(d)`, so the reduced denominator fixes how many bits are read).
 
 Keyed arrays (`discrete_gaussian_array`): key j's draw reads its own bit stream, under the sub-key
 AES_K(hi_j ‖ lo_j) of its 128-bit counter (a PRF value at a distinct input, so a pseudorandom key),
@@ -22,6 +28,7 @@ Why our own sampler: OpenDP's exact samplers draw from the OS CSPRNG and cannot 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -30,64 +37,104 @@ import numpy.typing as npt
 from .prf import BitStream, PRFKey, _aes, _u64
 
 
-def bernoulli(bits: BitStream, p: Fraction) -> bool:
-    """Bernoulli(p) for rational p ∈ [0, 1]: a uniform integer below the denominator < the numerator."""
-    return bits.below(p.denominator) < p.numerator
+class DiscreteGaussian:
+    """Exact N_Z(0, σ²) draws for one σ > 0 (a double): CKS20 Alg. 3 on integers.
 
+    With σ = P/Q (Fraction(σ), lowest terms) and t = ⌊σ⌋ + 1, the acceptance exponent of a
+    discrete Laplace draw y is (|y| − σ²/t)²/(2σ²) = A²/(2P²Q²t²) with A = |y|·Q²·t − P², taken in
+    lowest terms (divided by gcd(A², 2P²Q²t²)); and (n/d)/k in lowest terms is (n/g)/(d·k/g) with
+    g = gcd(n, k), because gcd(n, d) = 1 (0/d is 0/1: g = k).
+    """
 
-def bernoulli_exp(bits: BitStream, gamma: Fraction) -> bool:
-    """Bernoulli(exp(−γ)) for rational γ ≥ 0 (CKS20 Alg. 1; γ > 1 as ⌊γ⌋ draws of exp(−1) and one of the rest)."""
-    while gamma > 1:
-        if not bernoulli_exp(bits, Fraction(1)):
-            return False
-        gamma -= 1
-    k = 1
-    while bernoulli(bits, gamma / k):
-        k += 1
-    return k % 2 == 1
+    __slots__ = ("t", "_lt", "_c1", "_c2", "_d0")
 
+    def __init__(self, sigma: float):
+        if not (sigma > 0 and math.isfinite(sigma)):
+            raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+        exact = Fraction(sigma)                  # σ as the exact rational P/Q (a double's, or an int's)
+        p, q = exact.numerator, exact.denominator
+        self.t = math.floor(sigma) + 1
+        self._lt = (self.t - 1).bit_length()                 # bits of one try of below(t)
+        self._c1, self._c2 = q * q * self.t, p * p
+        self._d0 = 2 * p * p * q * q * self.t * self.t
 
-def discrete_laplace(bits: BitStream, t: int) -> int:
-    """Y with P[Y = y] ∝ exp(−|y|/t) on ℤ, integer t ≥ 1 (CKS20 Alg. 2 with s = 1)."""
-    while True:
-        u = bits.below(t)
-        if not bernoulli_exp(bits, Fraction(u, t)):
-            continue
-        v = 0
-        while bernoulli_exp(bits, Fraction(1)):
-            v += 1
-        y = u + t * v
-        negative = bits.bits(1) == 1
-        if negative and y == 0:
-            continue
-        return -y if negative else y
+    def draw(self, read: Callable[[int], int]) -> int:
+        """One draw; `read(k)` returns k fresh uniform bits as an int (e.g. BitStream.bits)."""
+        gcd = math.gcd
+        t, lt, c1, c2, d0 = self.t, self._lt, self._c1, self._c2, self._d0
+
+        def exp_minus_one() -> bool:              # Bernoulli(exp(−1)): Bernoulli(1/k) for k = 2, 3, … (Alg. 1)
+            k = 2
+            while True:
+                bits = (k - 1).bit_length()       # below(k) < 1 ⇔ the accepted try is 0
+                x = read(bits)
+                while x >= k:
+                    x = read(bits)
+                if x:
+                    return k % 2 == 1
+                k += 1
+
+        def bernoulli_exp(n: int, d: int) -> bool:    # Bernoulli(exp(−n/d)), n/d ≥ 0 in lowest terms (Alg. 1)
+            while n > d:
+                if not exp_minus_one():
+                    return False
+                n -= d                            # gcd(n − d, d) = gcd(n, d) = 1: still lowest terms
+            k = 1
+            while True:                           # Bernoulli((n/d)/k) = [below(D) < N], N/D its lowest terms
+                g = gcd(n, k)
+                big, small = d * k // g, n // g
+                bits = (big - 1).bit_length()
+                if bits:
+                    x = read(bits)
+                    while x >= big:
+                        x = read(bits)
+                    if x >= small:
+                        return k % 2 == 1
+                elif small == 0:                  # D = 1: below(1) = 0 reads nothing
+                    return k % 2 == 1
+                k += 1
+
+        while True:
+            while True:                           # discrete Laplace of scale t (Alg. 2)
+                u = read(lt) if lt else 0
+                if u >= t:
+                    continue
+                g = gcd(u, t)
+                if not bernoulli_exp(u // g, t // g):
+                    continue
+                v = 0
+                while exp_minus_one():
+                    v += 1
+                y = u + t * v
+                negative = read(1) == 1
+                if not (negative and y == 0):
+                    break
+            a = y * c1 - c2                       # accept with probability exp(−A²/(2P²Q²t²)) (Alg. 3)
+            n = a * a
+            g = gcd(n, d0)
+            if bernoulli_exp(n // g, d0 // g):
+                return -y if negative else y
 
 
 def discrete_gaussian(bits: BitStream, sigma: float) -> int:
     """Y ~ N_Z(0, σ²) exactly, σ > 0 a double (CKS20 Alg. 3: t = ⌊σ⌋ + 1, accept a discrete Laplace
-    draw Y with probability exp(−(|Y| − σ²/t)²/(2σ²)))."""
-    if not (sigma > 0 and math.isfinite(sigma)):
-        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
-    var = Fraction(sigma) ** 2
-    t = math.floor(sigma) + 1
-    while True:
-        y = discrete_laplace(bits, t)
-        if bernoulli_exp(bits, (abs(y) - var / t) ** 2 / (2 * var)):
-            return y
+    draw Y with probability exp(−(|Y| − σ²/t)²/(2σ²))), from the bits of `bits`."""
+    return DiscreteGaussian(sigma).draw(bits.bits)
 
 
 def discrete_gaussian_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike,
                             sigma: float) -> np.ndarray:
-    """One exact N_Z(0, σ²) draw per 128-bit counter (int64), each from its own stream (see above).
-
-    Exact like `discrete_gaussian` (CKS20 Alg. 3, on Python ints); the loop runs per key in Python
-    (~10⁴ keys/s), which suits per-key metrics of released keys, not whole histograms.
+    """One exact N_Z(0, σ²) draw per 128-bit counter (int64), each from its own stream (see above):
+    draw j is `discrete_gaussian(BitStream(AES_K(hi_j ‖ lo_j)), σ)`. The loop runs per key in Python
+    (7–9·10⁴ draws/s per CPU second on a loaded machine, benchmarks/bench_discrete.py), for per-key
+    metrics of released keys.
     """
     hi, lo = _u64(counters_hi), _u64(counters_lo)
     if hi.shape != lo.shape or hi.ndim != 1:
         raise ValueError("counters_hi and counters_lo must be 1-d arrays of the same length")
+    sampler = DiscreteGaussian(sigma)
     blocks = np.empty((hi.size, 2), dtype=">u8")
     blocks[:, 0], blocks[:, 1] = hi, lo
     subkeys = _aes(key.key, blocks.tobytes())
-    draws = (discrete_gaussian(BitStream(PRFKey(subkeys[16 * j:16 * j + 16])), sigma) for j in range(hi.size))
+    draws = (sampler.draw(BitStream(PRFKey(subkeys[16 * j:16 * j + 16])).bits) for j in range(hi.size))
     return np.fromiter(draws, dtype=np.int64, count=hi.size)

@@ -194,10 +194,6 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     plan = plan_aggregate(budget, metrics, max_contributions=max_contributions, max_rows_per_key=max_rows_per_key,
                           keys=mode, algo=algo, selection_share=selection_share, metric_shares=metric_shares,
                           confidence=confidence, pre_threshold=pre_threshold)
-    if mode == "select" and plan.pre_threshold > 1:
-        # plan_aggregate accepts count_gaussian/count_laplace (spec §4.4), but running their selection on
-        # users − (k − 1) needs a pre-thresholded weight stage that does not exist yet: refuse, never ignore.
-        raise InvalidParameter(f"pre_threshold with keys={algo!r} is not implemented yet: use keys='threshold'")
     rounds_plan = None
     if mech is not None:
         if plan.selection_budget is None:
@@ -235,7 +231,11 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
         elif mode == "select":
             if mech is None or rounds_plan is None:
                 raise InternalError("invariant failed: a selection needs its mechanism")
-            selected, rounds = mech.run(stages, rounds_plan, params | {"max_contributions": plan.max_contributions})
+            if plan.pre_threshold > 1:      # count selections on users − (k − 1) (plan_aggregate refused the rest)
+                selected, rounds = agg_duckdb.pre_thresholded_selection(stages, mech, rounds_plan,
+                                                                        plan.max_contributions, plan.pre_threshold)
+            else:
+                selected, rounds = mech.run(stages, rounds_plan, params | {"max_contributions": plan.max_contributions})
             keyset_table = selected.select(source.key_names).rename_columns(names)
         else:
             if public is None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -44,6 +45,9 @@ from scipy.special import ndtri
 KINDS = ("gaussian", "laplace", "gumbel", "uniform")
 _CHUNK = 1 << 20                     # counters per thread-pool task
 _SEED_TAG = b"duckdp/prf/v1"
+_REFILL = 4                          # AES blocks per BitStream refill (a typical exact draw reads < 512 bits)
+_ECB = modes.ECB()
+_FIRST = b"".join(i.to_bytes(16, "big") for i in range(_REFILL))      # counters of a stream's first refill
 
 
 def _aes(key: bytes, data: bytes) -> bytes:
@@ -164,25 +168,30 @@ def noise(kind: str, key: PRFKey, round_tag: int, counters_hi: npt.ArrayLike, co
 
 class BitStream:
     """Uniform random bits from AES_sub(0), AES_sub(1), … (counter mode, each 128-bit block read
-    big-endian, most significant bit first), for exact samplers."""
+    big-endian, most significant bit first), for exact samplers: `bits(k)` gives k fresh bits as a
+    non-negative int. One encryptor per stream, refilled `_REFILL` blocks at a time (the bits do not
+    depend on the refill size); `bits` is a closure over the buffer, the samplers' hot path."""
+
+    __slots__ = ("bits",)
+    bits: Callable[[int], int]
 
     def __init__(self, key: PRFKey):
-        self._key = key
-        self._block = 0
-        self._bits = 0          # buffered bits as an int, `_nbits` of them
-        self._nbits = 0
+        enc = Cipher(algorithms.AES(key.key), _ECB).encryptor()
+        buf = nbits = block = 0           # `nbits` buffered bits in `buf`; next block index
 
-    def bits(self, k: int) -> int:
-        """k fresh uniform bits as a non-negative int."""
-        while self._nbits < k:          # refill 32 blocks at a time
-            counters = b"".join((self._block + i).to_bytes(16, "big") for i in range(32))
-            self._block += 32
-            self._bits = (self._bits << 4096) | int.from_bytes(_aes(self._key.key, counters), "big")
-            self._nbits += 4096
-        self._nbits -= k
-        out = self._bits >> self._nbits
-        self._bits &= (1 << self._nbits) - 1
-        return out
+        def bits(k: int) -> int:
+            nonlocal buf, nbits, block
+            while nbits < k:
+                counters = _FIRST if block == 0 else b"".join((block + i).to_bytes(16, "big") for i in range(_REFILL))
+                block += _REFILL
+                buf = (buf << 128 * _REFILL) | int.from_bytes(enc.update(counters), "big")
+                nbits += 128 * _REFILL
+            nbits -= k
+            out = buf >> nbits
+            buf &= (1 << nbits) - 1
+            return out
+
+        self.bits = bits
 
     def below(self, n: int) -> int:
         """Uniform on {0, …, n−1} by rejection (exact)."""

@@ -18,7 +18,7 @@ from duckdp.errors import BudgetExceeded, InvalidParameter, SchemaError
 from duckdp.lifecycle import open_run
 from duckdp.mechanisms.aggregate import duckdb as stages_sql
 from duckdp.privacy.aggregate import Metric, plan_aggregate
-from duckdp.privacy.budget import ZCDP
+from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.rng import Randomness
 from tests.reference_aggregate import bounded_measures
 from tests.test_order import neighbours
@@ -90,9 +90,10 @@ def test_threshold_mode_releases_users_without_a_second_budget(con):
     assert math.isclose(agg.spent.rho, 0.5)
 
 
-def test_pre_threshold_refused_for_weighted_selections(con):
+@pytest.mark.parametrize("algo", ["dpsips", "adaptive_sips", "weighted_gaussian", "mad2r"])
+def test_pre_threshold_refused_for_weighted_selections(con, algo):
     with pytest.raises(InvalidParameter, match="no privacy proof"):
-        run(con, ratings(), keys="dpsips", pre_threshold=3)
+        run(con, ratings(), keys=algo, pre_threshold=3)
 
 
 # ---------------------------------------------------------------- numbers
@@ -286,8 +287,87 @@ def test_pre_threshold_keeps_keys_under_k_users_out(con):
     agg = run(con, t, keys="threshold", metrics={"n": "users", "c": "count"}, pre_threshold=k, rho=2.0)
     released = agg.to_arrow().column("item").to_pylist()
     assert released and all(users[key] >= k for key in released)
-    with pytest.raises(InvalidParameter, match="not implemented"):
-        run(con, t, keys="count_gaussian", pre_threshold=2)
+
+
+# ---------------------------------------------------------------- pre_threshold with count selections (spec §4.4)
+
+def few_and_many(k: int) -> pa.Table:
+    """Keys s0..s9 held by exactly k − 1 users each, keys b0..b9 by 3k users each (one row per user and key)."""
+    users, items, uid = [], [], 0
+    for prefix, n in (("s", k - 1), ("b", 3 * k)):
+        for j in range(10):
+            users += range(uid, uid + n)
+            items += [f"{prefix}{j}"] * n
+            uid += n
+    return pa.table({"user_id": pa.array(users, pa.int64()), "item": items, "rating": pa.array([3] * len(users))})
+
+
+def stage_selection(con, table, algo: str, budget, d0: int, k: int | None, seed: int) -> pa.Table:
+    """The selection of `algo` on `table` as aggregate runs it: pre-thresholded at k, or `mech.run` (k None)."""
+    mech = duckdp.mechanisms.get(algo)
+    rounds = mech.plan(budget, d0, {})
+    with open_run(con, table, "user_id", "item", Randomness(seed)) as st:
+        if k is None:
+            return mech.run(st, rounds, {"max_contributions": d0})[0]
+        return stages_sql.pre_thresholded_selection(st, mech, rounds, d0, k)[0]
+
+
+@pytest.mark.parametrize("algo, budget", [("count_gaussian", ZCDP(0.5, 1e-6)), ("count_laplace", EpsDelta(1.0, 1e-6))])
+def test_pre_threshold_one_is_the_plain_count_selection(con, algo, budget):
+    """k = 1 shifts by 0: the pre-thresholded stages are the mechanism's own run, key for key, on every seed."""
+    t = ratings(n_users=2000, n_keys=60, seed=4)
+    for seed in range(4):
+        plain = stage_selection(con, t, algo, budget, 5, None, seed)
+        assert plain.num_rows > 0
+        assert stage_selection(con, t, algo, budget, 5, 1, seed).equals(plain)
+
+
+def test_pre_threshold_count_selections_never_release_keys_under_k(con):
+    """Keys with k − 1 users are dropped before noise: never released, whatever the seed, while the plain
+    selection (pre_threshold = 1) releases them at this budget (the test's power) and keys with 3k users stay."""
+    k = 20
+    t = few_and_many(k)
+    small = {f"s{j}" for j in range(10)}
+    plain = set()
+    for seed in range(12):
+        agg = run(con, t, keys="count_gaussian", metrics={"n": "users"}, pre_threshold=k, rho=5.0,
+                  max_contributions=1, seed=seed)
+        released = set(agg.to_arrow().column("item").to_pylist())
+        assert not released & small and len(released) >= 8, (seed, released)
+        assert agg.plan.pre_threshold == k and "pre_threshold 20" in agg.report()
+        plain |= set(run(con, t, keys="count_gaussian", metrics={"n": "users"}, rho=5.0, max_contributions=1,
+                         seed=seed).to_arrow().column("item").to_pylist())
+        laplace = stage_selection(con, t, "count_laplace", EpsDelta(5.0, 1e-6), 1, k, seed)
+        assert not set(laplace.column("item").to_pylist()) & small
+    assert plain & small
+
+
+def shifted_users(con, table: pa.Table, d0: int, k: int, naive: bool = False) -> dict[str, float]:
+    """Per key the selection's pre-thresholded weight (users − (k − 1), keys ≤ 0 absent); `naive` instead keeps
+    the raw count of keys with ≥ k users (a filter without the shift: the broken variant)."""
+    with open_run(con, table, "user_id", "item", Randomness(0)) as st:
+        q = stages_sql.pre_thresholded_weights(st, d0, 1 if naive else k)
+        rows = st.ctx.con.execute(q.sql, q.params).fetchall()
+    return {key: w for key, w in rows if not naive or w >= k}
+
+
+def test_pre_threshold_shift_is_one_lipschitz_on_a_neighbour_pair(con):
+    """D' adds one user holding Δ0 keys: one at k − 1 users (it appears, with value exactly 1), one at k + 3,
+    one at 2 users (stays absent) and one new key. Every key moves by ≤ 1 and ‖Δ‖₂ ≤ √Δ0 — what the count
+    selections' σ and threshold assume. A filter without the shift (keep keys with ≥ k users) jumps by k."""
+    k, d0 = 6, 4
+    base = pa.table({"user_id": pa.array([*range(k - 1), *range(100, 100 + k + 3), 200, 201], pa.int64()),
+                     "item": ["edge"] * (k - 1) + ["big"] * (k + 3) + ["tiny"] * 2,
+                     "rating": pa.array([1] * (k - 1 + k + 3 + 2), pa.int64())})
+    user = pa.table({"user_id": pa.array([999] * d0, pa.int64()), "item": ["edge", "big", "tiny", "new"],
+                     "rating": pa.array([1] * d0, pa.int64())})
+    neighbour = pa.concat_tables([user, base])
+    a, b = shifted_users(con, base, d0, k), shifted_users(con, neighbour, d0, k)
+    assert a == {"big": 4.0} and b == {"big": 5.0, "edge": 1.0}
+    diffs = [b.get(key, 0.0) - a.get(key, 0.0) for key in set(a) | set(b)]
+    assert max(map(abs, diffs)) <= 1 and math.sqrt(sum(d * d for d in diffs)) <= math.sqrt(d0)
+    na, nb = shifted_users(con, base, d0, k, naive=True), shifted_users(con, neighbour, d0, k, naive=True)
+    assert max(abs(nb.get(key, 0.0) - na.get(key, 0.0)) for key in set(na) | set(nb)) == k
 
 
 def test_sum_far_from_zero_saturates_instead_of_failing_after_the_charge(con):

@@ -3,11 +3,19 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import pytest
+from reference_discrete import ReferenceBitStream, bernoulli_exp
+from reference_discrete import discrete_gaussian as reference_gaussian
+from reference_discrete import discrete_gaussian_array as reference_array
 from scipy.special import ndtri
 from scipy.stats import chisquare
 
-from duckdp.discrete import bernoulli_exp, discrete_gaussian
+from duckdp.discrete import DiscreteGaussian, discrete_gaussian, discrete_gaussian_array
+from duckdp.prf import BitStream, PRFKey
 from duckdp.rng import Randomness
+
+# σ from tiny to large: non-integer doubles (long denominators), integers, and zcdp_sigma-like values.
+SIGMAS = (0.3, 1.0, 7.5, 1e3, 1e6, 4605.236852654758, 0.01, 3.7e9)
 
 
 def _pmf(sigma: float, support: np.ndarray) -> np.ndarray:
@@ -35,7 +43,7 @@ def test_discrete_gaussian_pmf_is_exact():
 
 
 def test_bernoulli_exp_frequency():
-    bits = Randomness(3).stream()
+    bits = ReferenceBitStream(PRFKey.from_seed(3))
     for gamma in (Fraction(1, 3), Fraction(5, 2)):
         n = 4000
         hits = sum(bernoulli_exp(bits, gamma) for _ in range(n))
@@ -75,3 +83,46 @@ def test_float_counts_had_unreachable_outputs_integer_counts_do_not():
     bits = Randomness(1).stream()
     new = np.array([int(count) + discrete_gaussian(bits, sigma) for _ in range(200)])
     assert new.dtype == np.int64 and np.all(new == np.round(new))
+
+
+def test_bit_stream_matches_the_reference_stream():
+    """BitStream (one encryptor, small refills) gives the 32-block reference stream's bits for any read sizes."""
+    rng = np.random.default_rng(4)
+    new, ref = BitStream(PRFKey.from_seed(11)), ReferenceBitStream(PRFKey.from_seed(11))
+    sizes = rng.integers(0, 700, 3000)
+    assert [new.bits(int(k)) for k in sizes] == [ref.bits(int(k)) for k in sizes]
+    ns = (1, 2, 3, 1000, 2**200 + 7) * 50
+    assert [new.below(n) for n in ns] == [ref.below(n) for n in ns]
+
+
+@pytest.mark.parametrize("sigma", SIGMAS)
+def test_array_draws_equal_the_fraction_oracle(sigma):
+    """Same (key, counters, σ) ⇒ the same draws as the Fraction sampler of tests/reference_discrete.py,
+    over thousands of counters (random 128-bit counters, negatives included): seeded releases unchanged."""
+    key = PRFKey.from_seed(2024).derive(b"aggm", 1)
+    rng = np.random.default_rng(int(sigma * 1000) % 2**32)
+    n = 2000
+    hi = rng.integers(-2**63, 2**63, n, dtype=np.int64)
+    lo = np.concatenate([np.arange(n // 2, dtype=np.int64), rng.integers(-2**63, 2**63, n - n // 2, dtype=np.int64)])
+    assert np.array_equal(discrete_gaussian_array(key, hi, lo, sigma), reference_array(key, hi, lo, sigma))
+
+
+@pytest.mark.parametrize("sigma", SIGMAS)
+def test_stream_draws_equal_the_fraction_oracle(sigma):
+    """Count release draws one count after another from one stream: the same draws, stream position included."""
+    new, ref = Randomness(77).stream(), ReferenceBitStream(PRFKey.from_seed(77).derive(b"bits", 0))
+    assert [discrete_gaussian(new, sigma) for _ in range(1500)] == [reference_gaussian(ref, sigma) for _ in range(1500)]
+
+
+def test_oracle_comparison_has_power(monkeypatch):
+    """A sampler that skipped the lowest-terms reduction (so it reads more bits per Bernoulli) is caught."""
+    key, hi, lo = PRFKey.from_seed(5), np.zeros(300, np.uint64), np.arange(300, dtype=np.uint64)
+    expected = reference_array(key, hi, lo, 7.5)
+    monkeypatch.setattr("duckdp.discrete.math.gcd", lambda a, b: 1)
+    assert not np.array_equal(discrete_gaussian_array(key, hi, lo, 7.5), expected)
+
+
+def test_invalid_sigma_is_refused():
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="sigma"):
+            DiscreteGaussian(bad)

@@ -10,10 +10,12 @@ import pyarrow as pa
 
 from ...counters import counter_sql
 from ...errors import InternalError
-from ...privacy.aggregate import THRESHOLD_TAG, AggregatePlan
+from ...privacy.aggregate import PRE_THRESHOLD_SELECTIONS, THRESHOLD_TAG, AggregatePlan
 from ...stages import Query
 from ...stages.duckdb import DuckDBStages, merge
 from ...templates import quote_ident
+from ..base import Mechanism, Round, RoundPlan
+from ..basic import CountGaussian, CountLaplace, basic_weights
 
 _SATURATE = 2**62    # bound on a measure's true integer per key (saturating sum, see measures())
 
@@ -112,3 +114,32 @@ def user_counts(engine: DuckDBStages, max_contributions: int, pre_threshold: int
     hi, lo, _ = counter_sql(ctx.source.key_types)
     return ctx.arrow("agg_user_counts", {"kept": kept.sql, "keys": ctx.key_aliases, "counter_hi": hi,
                                          "counter_lo": lo}, merge(kept.params, {"shift": pre_threshold - 1}))
+
+
+def pre_thresholded_weights(engine: DuckDBStages, max_contributions: int, pre_threshold: int) -> Query:
+    """The count selections' weights (distinct users per key of the Δ0-truncated pairs: basic_weights with
+    exponent 0) minus (pre_threshold − 1), keys at ≤ 0 dropped [agg_pre_threshold.sql; spec §4.4]."""
+    weights = basic_weights(engine, max_contributions, 0.0)
+    return engine.query("agg_pre_threshold", {"weights": weights.sql},
+                        merge(weights.params, {"shift": pre_threshold - 1}))
+
+
+def pre_thresholded_selection(engine: DuckDBStages, mech: Mechanism, plan: list[RoundPlan], max_contributions: int,
+                              pre_threshold: int) -> tuple[pa.Table, list[Round]]:
+    """`mech.run` of count_gaussian / count_laplace on users − (pre_threshold − 1) per key (spec §4.4).
+
+    The same stages as their run (pairs → truncate → weights with exponent 0 → release → output), with the
+    weights shifted and keys at ≤ 0 dropped before noise. Private with the round's own σ (or λ) and threshold:
+    c ↦ max(c − (k − 1), 0) is 1-Lipschitz per key, so a neighbour still moves ≤ Δ0 keys by ≤ 1 (ℓ2 ≤ √Δ0,
+    ℓ1 ≤ Δ0), and a key whose shifted count is 0 is dropped exactly like an absent key, so a key a user makes
+    appear has value exactly 1 — the novel-key bound of Gopi et al. journal Thm A.1 (Laplace) / A.2 (Gaussian),
+    DP-SIPS Thm 13 under zCDP (Google DP's pre-thresholding). Weighted selections have no such argument: the
+    user who brings a key to k users reveals every holder's weight (plan_aggregate refuses them).
+    With pre_threshold = 1 it is `mech.run` exactly (same stages, salts and noise).
+    """
+    if not isinstance(mech, (CountGaussian, CountLaplace)) or mech.name not in PRE_THRESHOLD_SELECTIONS:
+        raise InternalError(f"invariant failed: pre-thresholding runs only {PRE_THRESHOLD_SELECTIONS}, got {mech.name}")
+    (round_plan,) = plan
+    shifted = pre_thresholded_weights(engine, max_contributions, pre_threshold)
+    table = engine.output(engine.release(shifted, round_plan))
+    return table, [Round.from_plan(0, round_plan, engine.num_rows(table))]

@@ -1,0 +1,91 @@
+"""Test oracle: the exact CKS20 discrete Gaussian on `fractions.Fraction` and the 32-block AES bit stream,
+as duckdp shipped them before the integer sampler (duckdp/discrete.py). The library must give the same
+bits and the same draws for the same key, counters and σ, so seeded releases stay bit-identical."""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from duckdp.prf import PRFKey, _aes, _u64
+
+
+class ReferenceBitStream:
+    """AES_sub(0), AES_sub(1), … in counter mode, each block big-endian, most significant bit first."""
+
+    def __init__(self, key: PRFKey):
+        self._key = key
+        self._block = 0
+        self._bits = 0
+        self._nbits = 0
+
+    def bits(self, k: int) -> int:
+        while self._nbits < k:          # refill 32 blocks at a time
+            counters = b"".join((self._block + i).to_bytes(16, "big") for i in range(32))
+            self._block += 32
+            self._bits = (self._bits << 4096) | int.from_bytes(_aes(self._key.key, counters), "big")
+            self._nbits += 4096
+        self._nbits -= k
+        out = self._bits >> self._nbits
+        self._bits &= (1 << self._nbits) - 1
+        return out
+
+    def below(self, n: int) -> int:
+        k = (n - 1).bit_length()
+        while True:
+            x = self.bits(k) if k else 0
+            if x < n:
+                return x
+
+
+def bernoulli(bits: ReferenceBitStream, p: Fraction) -> bool:
+    return bits.below(p.denominator) < p.numerator
+
+
+def bernoulli_exp(bits: ReferenceBitStream, gamma: Fraction) -> bool:
+    """Bernoulli(exp(−γ)) (CKS20 Alg. 1)."""
+    while gamma > 1:
+        if not bernoulli_exp(bits, Fraction(1)):
+            return False
+        gamma -= 1
+    k = 1
+    while bernoulli(bits, gamma / k):
+        k += 1
+    return k % 2 == 1
+
+
+def discrete_laplace(bits: ReferenceBitStream, t: int) -> int:
+    """CKS20 Alg. 2 with s = 1."""
+    while True:
+        u = bits.below(t)
+        if not bernoulli_exp(bits, Fraction(u, t)):
+            continue
+        v = 0
+        while bernoulli_exp(bits, Fraction(1)):
+            v += 1
+        y = u + t * v
+        negative = bits.bits(1) == 1
+        if negative and y == 0:
+            continue
+        return -y if negative else y
+
+
+def discrete_gaussian(bits: ReferenceBitStream, sigma: float) -> int:
+    """CKS20 Alg. 3."""
+    var = Fraction(sigma) ** 2
+    t = math.floor(sigma) + 1
+    while True:
+        y = discrete_laplace(bits, t)
+        if bernoulli_exp(bits, (abs(y) - var / t) ** 2 / (2 * var)):
+            return y
+
+
+def discrete_gaussian_array(key: PRFKey, counters_hi: np.ndarray, counters_lo: np.ndarray, sigma: float) -> np.ndarray:
+    """Draw j from its own stream under AES_K(hi_j ‖ lo_j)."""
+    hi, lo = _u64(counters_hi), _u64(counters_lo)
+    blocks = np.empty((hi.size, 2), dtype=">u8")
+    blocks[:, 0], blocks[:, 1] = hi, lo
+    sub = _aes(key.key, blocks.tobytes())
+    return np.array([discrete_gaussian(ReferenceBitStream(PRFKey(sub[16 * j:16 * j + 16])), sigma)
+                     for j in range(hi.size)], dtype=np.int64)
