@@ -15,7 +15,7 @@ Peers (PipelineDP, OpenDP, PyDP) are reported as skipped when not importable; no
     python benchmarks/bench_speed.py --rows 200000 --repeat 1 --algos weighted_gaussian dpsips
     python benchmarks/bench_speed.py --rows 10000000 --threads 1 2 4 8 16 --algos weighted_gaussian mad dpsips mad2r
     python benchmarks/bench_speed.py --rows 10000000 --repeat 3 --threads 2 --key-type bigint varchar composite
-    python benchmarks/bench_speed.py --rows 2000000 --repeat 1 --threads 2 --skewed-user-keys 0 2000000 --algos weighted_gaussian dpsips mad2r adaptive_sips
+    python benchmarks/bench_speed.py --rows 2000000 --repeat 1 --threads 2 --skewed-user-keys 0 2000000
 
 --key-type times the same table with its key as BIGINT (the zeta draw), VARCHAR ('item_' || n) or a
 composite (VARCHAR 'item_' || n // 8, INTEGER n % 8) key; the floor groups by the same columns.

@@ -90,3 +90,53 @@ def test_five_million_rows_in_300mb_give_the_same_keys(algo, tmp_path):
     free = run()
     con.execute("SET memory_limit = '300MB'")
     assert run() == free
+
+
+
+def test_decide_streams_its_rows_into_a_duckdb_table(data, monkeypatch, tmp_path):
+    """`decide` (adaptive SIPS's state, MAD2R's screen) may keep every key, so its rows go batch by batch
+    to an Arrow stream file and then into a TEMP table of DuckDB's (within its memory limit), never
+    into one table in Python: the frame is a stored table with every row, the file is gone after."""
+    import numpy as np
+
+    from duckdp import noise_stage
+
+    monkeypatch.setattr(noise_stage, "BATCH_ROWS", 16)       # many batches
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    calls = []
+
+    def rule(w, noisy):
+        calls.append(w.size)
+        return np.ones(w.size, bool), {"_dp_noisy": noisy}
+
+    class Plan:
+        noise, scale, threshold = "gaussian", 1.0, 0.0
+
+    with open_run(data, "t", "user_id", "item", Randomness(1)) as stages:
+        kept = stages.truncate(stages.sized(stages.store(stages.pairs(), "pairs")), 6)
+        weights = stages.weights(kept, 0.5)
+        name = stages.table_name(stages.decide(weights, Plan(), rule, {"_dp_noisy": "double"}))
+        stored = data.sql("SELECT count(*) FROM duckdb_tables() WHERE temporary AND "
+                          "'\"' || table_name || '\"' = $n", params={"n": name}).fetchall()
+        assert stored == [(1,)]                          # a DuckDB table, not a view over Python's Arrow
+        (rows, noised), = data.sql(f"SELECT count(*), count(_dp_noisy) FROM {name}").fetchall()
+        assert rows == noised == sum(calls) == 150 and len(calls) > 1
+    assert list(tmp_path.iterdir()) == [] and leftovers(data) == []
+
+
+@pytest.mark.parametrize("algo", ["adaptive_sips", "mad2r"])
+def test_seeded_decisions_are_the_same_at_1_2_and_4_threads(con, monkeypatch, algo):
+    """The streamed `decide` rows (state, screen) give the same seeded release and per-round counts
+    whatever DuckDB's thread count and however the batches interleave."""
+    from duckdp import noise_stage
+    from duckdp.datasets import create_synthetic
+
+    create_synthetic(con, "t", 60_000, seed=5)
+    monkeypatch.setattr(noise_stage, "BATCH_ROWS", 64)
+    runs = []
+    for threads in (1, 2, 4):
+        con.execute(f"SET threads = {threads}")
+        r = duckdp.select(con, "t", algo=algo, rho=1.0, delta=1e-5, max_contributions=10, seed=3)
+        runs.append((r.to_arrow().to_pylist(), [x.released for x in r.rounds]))
+    assert runs[0] == runs[1] == runs[2] and runs[0][0]

@@ -48,6 +48,7 @@ def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query |
     if state is not None:             # the keys earlier rounds released stay in the output
         ctx.execute("adaptive_sips_carry", {"target": target, "state": engine.table_name(state), "keys": keys}, {})
     released = ctx.scalar(f"SELECT count(*) FROM {decided} WHERE _dp_released")
+    ctx.drop(decided)                 # copied into the state: free it before the next round
     return engine.table(target), int(released)
 
 
