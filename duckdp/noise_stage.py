@@ -3,9 +3,11 @@
     release_keys(ctx, weights_sql, weights_params, plan, key_output) -> pa.Table
         the keys whose weight + plan.scale · noise ≥ plan.threshold (plan: a RoundPlan, or any
         object with .noise, .scale, .threshold), with columns as `key_output` selects them.
-    scan_noisy(ctx, weights_sql, weights_params, kind, scale, choose, key_output) -> pa.Table
+    scan_noisy(ctx, weights_sql, weights_params, kind, scale, choose, key_output, sink=None) -> pa.Table
         the general step: `choose(weights, noisy)` picks rows (and may add columns) batch by
-        batch, for stages that decide more than "over the threshold" (MAD2R's screen).
+        batch, for stages that decide more than "over the threshold" (MAD2R's screen); with
+        `sink`, the kept batches go to it as they are decided (the engine's `decide` streams them
+        into DuckDB: adaptive SIPS's state can hold most keys).
     noisy_weights(ctx, weights_sql, weights_params, kind, scale) -> NoisyWeights
         every key with its weight and noisy weight in memory (tests and small inputs).
 
