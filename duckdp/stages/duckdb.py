@@ -152,10 +152,12 @@ class DuckDBStages(Engine):
 
         The kept rows can be as many as the keys (adaptive SIPS's state: every key still in play), so
         Python never holds them: each decided batch is appended to an Arrow IPC stream file in a
-        private temporary directory (tempfile: $TMPDIR) while DuckDB streams the weights, and DuckDB
-        reads the file back batch by batch into the table once the weights query is done (a
-        connection runs one query at a time, so it cannot insert while it streams). Python's memory
-        stays one batch per noise thread; the table is DuckDB's, within its memory limit."""
+        private temporary directory (tempfile under $TMPDIR, mode 0700, removed before this returns;
+        the rows are internal state, never output, as DuckDB's own spill files are) while DuckDB
+        streams the weights, and DuckDB reads the file back batch by batch into the table once the
+        weights query is done (a connection runs one query at a time, so it cannot insert while it
+        streams). Python's memory stays one batch per noise thread; the table is DuckDB's, within its
+        memory limit."""
         target = self.ctx.temp_table("decided")
         with tempfile.TemporaryDirectory(prefix="duckdp_decided_") as folder:
             path = os.path.join(folder, "decided.arrows")
