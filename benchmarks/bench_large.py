@@ -5,7 +5,9 @@ temporary database, one chunk at a time (user ids offset per chunk, so users sta
 Python never holds more than one chunk), then runs each mechanism through `duckdp.select` with
 `SET memory_limit` and a `temp_directory` for spilling. Python only ever sees the released keys.
 Reported per mechanism: wall time, keys released (or DuckDB's out-of-memory error), peak RSS of the
-process during the run (sampled from /proc), and the largest spill seen in duckdb_temporary_files().
+process during the run (sampled from /proc), the most memory DuckDB's buffer manager held
+(duckdb_memory(): the rest of the RSS is Python's and the allocator's) and the largest spill seen in
+duckdb_temporary_files().
 
     python benchmarks/bench_large.py                          # 100M rows, 2GB limit
     python benchmarks/bench_large.py --rows 5000000           # smoke run
@@ -51,7 +53,7 @@ class Sampler:
     """Peak RSS of this process and peak DuckDB spill size while the block runs (every 20 ms)."""
 
     def __init__(self, con):
-        self.con, self.peak, self.spill = con.cursor(), 0, 0
+        self.con, self.peak, self.spill, self.duckdb = con.cursor(), 0, 0, 0
 
     def _loop(self):
         while not self._stop.wait(0.02):
@@ -59,6 +61,8 @@ class Sampler:
             try:
                 size = self.con.sql("SELECT coalesce(sum(size), 0) FROM duckdb_temporary_files()").fetchall()[0][0]
                 self.spill = max(self.spill, int(size))
+                (used,), = self.con.sql("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()").fetchall()
+                self.duckdb = max(self.duckdb, int(used))
             except duckdb.Error:
                 pass
 
@@ -109,7 +113,7 @@ def aggregate_row(con, algo: str, budget: dict, label: str, delta0: int, select_
             released = "OUT OF MEMORY: " + str(exc).splitlines()[0]
         seconds = time.perf_counter() - start
     print(f"| aggregate({algo}), 4 metrics | {label} | {seconds:.1f} ({seconds / select_seconds:.2f}× select) | "
-          f"{released} | {s.peak / 2**20:,.0f} | {s.spill / 2**20:,.0f} |", flush=True)
+          f"{released} | {s.peak / 2**20:,.0f} | {s.duckdb / 2**20:,.0f} | {s.spill / 2**20:,.0f} |", flush=True)
 
 
 def main() -> None:
@@ -140,8 +144,8 @@ def main() -> None:
         print(f"table: {args.rows:,} rows, {users[0]:,} users, {users[1]:,} items; built in {seconds:.1f} s "
               f"(peak RSS {s.peak / 2**20:,.0f} MB); memory_limit={args.memory_limit}, "
               f"threads={threads}")
-        print("| algo | budget | seconds | released | peak RSS MB | peak spill MB |")
-        print("|---|---|---:|---:|---:|---:|")
+        print("| algo | budget | seconds | released | peak RSS MB | peak DuckDB buffers MB | peak spill MB |")
+        print("|---|---|---:|---:|---:|---:|---:|")
         for algo in args.algos:
             mech = duckdp.mechanisms.get(algo)
             budget = dict(rho=0.1, delta=1e-5) if duckdp.ZCDP in mech.budgets else dict(epsilon=1.0, delta=1e-5)
@@ -156,7 +160,7 @@ def main() -> None:
                     released = "OUT OF MEMORY: " + str(exc).splitlines()[0]
                 seconds = time.perf_counter() - start
             print(f"| {algo} | {label} | {seconds:.1f} | {released} | {s.peak / 2**20:,.0f} | "
-                  f"{s.spill / 2**20:,.0f} |", flush=True)
+                  f"{s.duckdb / 2**20:,.0f} | {s.spill / 2**20:,.0f} |", flush=True)
             if args.aggregate:
                 aggregate_row(con, algo, budget, label, args.max_contributions, seconds)
         con.close()

@@ -15,11 +15,16 @@ Peers (PipelineDP, OpenDP, PyDP) are reported as skipped when not importable; no
     python benchmarks/bench_speed.py --rows 200000 --repeat 1 --algos weighted_gaussian dpsips
     python benchmarks/bench_speed.py --rows 10000000 --threads 1 2 4 8 16 --algos weighted_gaussian mad dpsips mad2r
     python benchmarks/bench_speed.py --rows 10000000 --repeat 3 --threads 2 --key-type bigint varchar composite
+    python benchmarks/bench_speed.py --rows 2000000 --repeat 1 --threads 2 --skewed-user-keys 0 2000000
 
 --key-type times the same table with its key as BIGINT (the zeta draw), VARCHAR ('item_' || n) or a
 composite (VARCHAR 'item_' || n // 8, INTEGER n % 8) key; the floor groups by the same columns.
 Releases are unseeded by default (the production path: for non-integer keys the noise counters are
 stream positions, duckdp/noise_stage.py); --release-seed times the seeded path instead.
+
+--skewed-user-keys N adds one user holding N distinct keys (items 1..N, user id −1) to the same
+table (issue #21 item 2: one heavy user must cost about what its rows cost); several values time
+the table with each (0 = without it), e.g. `--skewed-user-keys 0 2000000`.
 
 With several --threads the table is built once per size and everything is timed at each thread
 count (DuckDB's `threads` setting, which duckdp's numpy noise pool follows too); a final table
@@ -143,26 +148,31 @@ def budget_for(info: dict) -> dict:
 
 
 def run_size(rows: int, algos: list[dict], repeat: int, seed: int, threads: list[int | None], key_types: list[str],
-             release_seed: int | None) -> list[dict]:
-    """Build one synthetic table of `rows` rows and time everything on it at each key type and thread count."""
+             release_seed: int | None, skewed: list[int]) -> list[dict]:
+    """Build one synthetic table of `rows` rows and time everything on it at each skewed-user size, key
+    type and thread count."""
     con = duckdb.connect()
     t0 = time.perf_counter()
     create_synthetic(con, "synth", rows, seed=seed)
     users, items = con.sql("SELECT count(DISTINCT user_id), count(DISTINCT item) FROM synth").fetchall()[0]
     print(f"\n## {rows:,} rows: {users:,} users, {items:,} items (built in {time.perf_counter() - t0:.1f} s)\n")
-    con.execute("ALTER TABLE synth RENAME TO synth_bigint")
+    con.execute("ALTER TABLE synth RENAME TO synth_plain")
     out = []
-    for key_type in key_types:
-        keys, rebuild = KEY_TYPES[key_type]
-        con.execute("CREATE OR REPLACE TABLE synth AS " + (rebuild or "SELECT * FROM synth").replace(
-            "FROM synth", "FROM synth_bigint"))
-        for t in threads:
-            if t:
-                con.execute(f"SET threads = {int(t)}")
-            (now,), = con.sql("SELECT current_setting('threads')").fetchall()
-            print(f"\n### {rows:,} rows, {key_type} keys, {now} threads\n")
-            out += [r | {"threads": int(now), "key_type": key_type}
-                    for r in time_all(con, rows, algos, repeat, release_seed, int(now), keys)]
+    for heavy in skewed:
+        con.execute("CREATE OR REPLACE TABLE synth_bigint AS SELECT * FROM synth_plain UNION ALL "
+                    "SELECT -1 AS user_id, range AS item FROM range(1, $n + 1)", {"n": heavy})
+        for key_type in key_types:
+            keys, rebuild = KEY_TYPES[key_type]
+            con.execute("CREATE OR REPLACE TABLE synth AS " + (rebuild or "SELECT * FROM synth").replace(
+                "FROM synth", "FROM synth_bigint"))
+            for t in threads:
+                if t:
+                    con.execute(f"SET threads = {int(t)}")
+                (now,), = con.sql("SELECT current_setting('threads')").fetchall()
+                skew = f", one user with {heavy:,} keys" if heavy else ""
+                print(f"\n### {rows:,} rows{skew}, {key_type} keys, {now} threads\n")
+                out += [r | {"threads": int(now), "key_type": key_type, "skewed": heavy}
+                        for r in time_all(con, rows, algos, repeat, release_seed, int(now), keys)]
     con.close()
     return out
 
@@ -230,16 +240,17 @@ def sweep(results: list[dict]) -> None:
     """The ratio table of issue #11: floor seconds and each mechanism's × floor (and seconds) per
     (rows, threads), ✗ where the issue's target for that thread count is missed."""
     names = [n for n in dict.fromkeys(r["name"] for r in results) if n not in (FLOOR, GROUP_BY)]
-    print("\n## × floor by rows, key type and threads\n")
-    print("| rows | key | threads | floor s | " + " | ".join(names) + " |")
-    print("|---:|---|---:|---:|" + "---:|" * len(names))
-    for rows, key_type, threads in dict.fromkeys((r["rows"], r["key_type"], r["threads"]) for r in results):
-        cell = {r["name"]: r["seconds"] for r in results
-                if r["rows"] == rows and r["threads"] == threads and r["key_type"] == key_type}
+    print("\n## × floor by rows, skewed user, key type and threads\n")
+    print("| rows | skewed user keys | key | threads | floor s | " + " | ".join(names) + " |")
+    print("|---:|---:|---|---:|---:|" + "---:|" * len(names))
+    for rows, skewed, key_type, threads in dict.fromkeys((r["rows"], r["skewed"], r["key_type"], r["threads"])
+                                                         for r in results):
+        cell = {r["name"]: r["seconds"] for r in results if r["rows"] == rows and r["threads"] == threads
+                and r["key_type"] == key_type and r["skewed"] == skewed}
         floor = cell[FLOOR]
         marks = {n: "" if target(n, threads) is None else (" ✓" if cell[n] / floor <= target(n, threads) else " ✗")
                  for n in names}
-        print(f"| {rows:,} | {key_type} | {threads} | {floor:.3f} | "
+        print(f"| {rows:,} | {skewed:,} | {key_type} | {threads} | {floor:.3f} | "
               + " | ".join(f"{cell[n] / floor:.2f}×{marks[n]} ({cell[n]:.2f} s)" for n in names) + " |")
 
 
@@ -256,6 +267,8 @@ def main(argv=None) -> None:
                     help="seed the releases (times the seeded path; default: unseeded, as in production)")
     ap.add_argument("--key-type", nargs="+", choices=list(KEY_TYPES), default=["bigint"],
                     help="key column type(s) of the same table: bigint, varchar, composite (default bigint)")
+    ap.add_argument("--skewed-user-keys", type=int, nargs="+", default=[0],
+                    help="add one user with N distinct keys; several values time each (default 0: none)")
     ap.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent / "speed_scaling.png",
                     help="PNG path of the scaling plot")
     args = ap.parse_args(argv)
@@ -277,9 +290,11 @@ def main(argv=None) -> None:
 
     results = []
     for rows in args.rows:
-        results += run_size(rows, algos, args.repeat, args.seed, args.threads, args.key_type, args.release_seed)
+        results += run_size(rows, algos, args.repeat, args.seed, args.threads, args.key_type, args.release_seed,
+                            args.skewed_user_keys)
     sweep(results)
-    if len(args.rows) > 1 and len(args.threads) == 1 and len(args.key_type) == 1:
+    single = len(args.threads) == 1 and len(args.key_type) == 1 and len(args.skewed_user_keys) == 1
+    if len(args.rows) > 1 and single:
         print("\n## × floor by size\n")
         print("| query | " + " | ".join(f"{n:,} rows" for n in args.rows) + " |")
         print("|---|" + "---:|" * len(args.rows))
@@ -288,7 +303,7 @@ def main(argv=None) -> None:
             cells = [f"{r['seconds'] / floors[r['rows']]:.2f}" for n in args.rows for r in results
                      if r["name"] == name and r["rows"] == n]
             print(f"| {name} | " + " | ".join(cells) + " |")
-    if len(args.threads) == 1 and len(args.key_type) == 1:
+    if single:
         plot(results, args.plot)
 
 

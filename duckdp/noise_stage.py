@@ -3,9 +3,11 @@
     release_keys(ctx, weights_sql, weights_params, plan, key_output) -> pa.Table
         the keys whose weight + plan.scale · noise ≥ plan.threshold (plan: a RoundPlan, or any
         object with .noise, .scale, .threshold), with columns as `key_output` selects them.
-    scan_noisy(ctx, weights_sql, weights_params, kind, scale, choose, key_output) -> pa.Table
+    scan_noisy(ctx, weights_sql, weights_params, kind, scale, choose, key_output, sink=None) -> pa.Table
         the general step: `choose(weights, noisy)` picks rows (and may add columns) batch by
-        batch, for stages that decide more than "over the threshold" (MAD2R's screen).
+        batch, for stages that decide more than "over the threshold" (MAD2R's screen); with
+        `sink`, the kept batches go to it as they are decided (the engine's `decide` streams them
+        into DuckDB: adaptive SIPS's state can hold most keys).
     noisy_weights(ctx, weights_sql, weights_params, kind, scale) -> NoisyWeights
         every key with its weight and noisy weight in memory (tests and small inputs).
 
@@ -73,9 +75,11 @@ def _column(batch: pa.RecordBatch, i: int, dtype: type[np.generic]) -> np.ndarra
 
 
 def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: str, scale: float, choose: Chooser,
-               key_output: str) -> pa.Table:
+               key_output: str, sink: Callable[[pa.RecordBatch], None] | None = None) -> pa.Table:
     """Add `scale` · fresh standard `kind` noise to every weight; the rows `choose` keeps, as a table
-    of the `key_output` columns and the columns `choose` adds."""
+    of the `key_output` columns and the columns `choose` adds. With `sink`, each kept batch (at least
+    one, maybe empty: the schema) goes to `sink` as soon as it is decided and nothing is held here;
+    the table returned is then empty."""
     hi, lo, may_collide = counter_sql(ctx.source.key_types)
     positional = may_collide and not ctx.randomness.seeded
     if positional:        # counters from stream positions (module docstring): nothing computed in SQL
@@ -118,6 +122,7 @@ def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: st
     try:
         reader = ctx.con.sql(text, params=bound).to_arrow_reader(BATCH_ROWS)
         out: list[pa.RecordBatch] = []
+        emit = out.append if sink is None else sink
         with ThreadPoolExecutor(threads) as pool:       # DuckDB fills the next batch while numpy works
             pending: deque = deque()
             offset = 0                                  # rows handed out so far: positional counters
@@ -125,11 +130,12 @@ def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: st
                 pending.append(pool.submit(work, batch, offset))
                 offset += batch.num_rows
                 while len(pending) > 2 * threads:
-                    out.append(pending.popleft().result())
-            out += [f.result() for f in pending]
-        if not out:
-            out.append(work(pa.RecordBatch.from_pylist([], schema=reader.schema), 0))
-        return pa.Table.from_batches(out)
+                    emit(pending.popleft().result())
+            for future in pending:
+                emit(future.result())
+        if not out and (sink is None or offset == 0):   # no batch: an empty one carries the schema
+            emit(work(pa.RecordBatch.from_pylist([], schema=reader.schema), 0))
+        return pa.Table.from_batches(out) if sink is None else pa.table({})
     finally:
         if table is not None:
             ctx.con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")

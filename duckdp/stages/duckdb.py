@@ -11,7 +11,9 @@ their folders (duckdp/mechanisms/<family>/duckdb.py) and build on the helpers he
 from __future__ import annotations
 
 import math
+import os
 import re
+import tempfile
 
 import duckdb
 import pyarrow as pa
@@ -146,10 +148,38 @@ class DuckDBStages(Engine):
 
     def decide(self, weights: Query, plan: NoisePlan, rule: Rule, added: dict[str, str]) -> Query:
         """The noise stage's general step (noise_stage.scan_noisy) with the mechanism's rule; the kept
-        rows as a frame over their Arrow table (a run-unique view: `table_name` gives its name)."""
-        decided = scan_noisy(self.ctx, weights.sql, weights.params, plan.noise, plan.scale, rule,
-                             self.ctx.key_aliases)
-        return self.arrow_frame(decided, "decided")
+        rows stored in a run-unique TEMP table (`table_name` gives its name).
+
+        The kept rows can be as many as the keys (adaptive SIPS's state: every key still in play), so
+        Python never holds them: each decided batch is appended to an Arrow IPC stream file in a
+        private temporary directory (tempfile under $TMPDIR, mode 0700, removed before this returns;
+        the rows are internal state, never output, as DuckDB's own spill files are) while DuckDB
+        streams the weights, and DuckDB reads the file back batch by batch into the table once the
+        weights query is done (a connection runs one query at a time, so it cannot insert while it
+        streams). Python's memory stays one batch per noise thread; the table is DuckDB's, within its
+        memory limit."""
+        target = self.ctx.temp_table("decided")
+        with tempfile.TemporaryDirectory(prefix="duckdp_decided_") as folder:
+            path = os.path.join(folder, "decided.arrows")
+            writer: pa.ipc.RecordBatchStreamWriter | None = None
+            sink = pa.OSFile(path, "wb")
+            try:
+                def write(batch: pa.RecordBatch) -> None:
+                    nonlocal writer
+                    if writer is None:
+                        writer = pa.ipc.new_stream(sink, batch.schema)
+                    writer.write_batch(batch)
+
+                scan_noisy(self.ctx, weights.sql, weights.params, plan.noise, plan.scale, rule,
+                           self.ctx.key_aliases, sink=write)
+                if writer is not None:                # scan_noisy sends at least one batch
+                    writer.close()
+            finally:
+                sink.close()
+            with pa.OSFile(path, "rb") as source:
+                view = self.ctx.register("decided", pa.ipc.open_stream(source))
+                self.ctx.execute("stage_store", {"target": target, "query": f"SELECT * FROM {view}"}, {})
+        return self.table(target)
 
     def arrow_frame(self, table: pa.Table, stage: str) -> Query:
         """A frame over an Arrow table of internal-name columns (a run-unique view, gone at close)."""

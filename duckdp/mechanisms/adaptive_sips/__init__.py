@@ -36,8 +36,9 @@ Stages (the engine's generic stages and this folder's own, duckdb.py with ./sql 
 SQL in brackets): the input's distinct pairs, stored once; per round step 1 [adaptive_sips_first.sql
 / adaptive_sips_remaining.sql: R_u with each key's level], step 2 the shared truncation stage (sized
 → truncate: R̃_u, d), step 3 [adaptive_sips_vectors.sql], step 4 [adaptive_sips_weights.sql; rounds
-whose state a later round reads: adaptive_sips_universe.sql, every key of ∪R_u] and the noise stage,
-steps 5–6 `next_state` (numpy, engine-neutral, through the generic `decide` stage) stored as the
+whose state a later round reads: adaptive_sips_universe.sql, every key of ∪R_u, from the pairs in
+round 1 (adaptive_sips_in_play_first.sql) and from the state after (adaptive_sips_in_play.sql)] and
+the noise stage, steps 5–6 `next_state` (numpy, engine-neutral, through the generic `decide` stage) stored as the
 next state [adaptive_sips_state.sql]; the last round needs no state, so it noises only ∪R̃_u through
 the shared release stage. The output is the state's released keys [adaptive_sips_released.sql] ∪ the
 last round's.

@@ -32,15 +32,19 @@ def weights(engine: DuckDBStages, vectors: Query) -> Query:
 
 def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query | None, plan: RoundPlan, params: dict,
           index: int) -> tuple[Query, int]:
-    """Noise on EVERY key of ∪R_u [adaptive_sips_universe.sql], `next_state` by the generic `decide`
+    """Noise on EVERY key of ∪R_u [adaptive_sips_universe.sql over adaptive_sips_in_play_first.sql in round 1,
+    else adaptive_sips_in_play.sql: the state's keys in play], `next_state` by the generic `decide`
     stage → the stored next state (keys, `_dp_level`, `_dp_round`; released keys kept)
     [adaptive_sips_state.sql, adaptive_sips_decided.sql, adaptive_sips_carry.sql] and this round's
     number of released keys."""
     ctx = engine.ctx
     keys = ctx.key_aliases
     weighted = weights(engine, vectors)
-    universe = engine.query("adaptive_sips_universe", {"remaining": remaining.sql, "weighted": weighted.sql,
-                                                       "keys": keys}, merge(remaining.params, weighted.params))
+    in_play = (engine.query("adaptive_sips_in_play_first", {"remaining": remaining.sql, "keys": keys},
+                            remaining.params) if state is None else
+               engine.query("adaptive_sips_in_play", {"state": engine.table_name(state), "keys": keys}))
+    universe = engine.query("adaptive_sips_universe", {"in_play": in_play.sql, "weighted": weighted.sql,
+                                                       "keys": keys}, merge(in_play.params, weighted.params))
     decided = engine.table_name(engine.decide(universe, plan, state_rule(plan, params), STATE_COLUMNS))
     target = ctx.temp_table("state")
     ctx.execute("adaptive_sips_state", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
@@ -48,6 +52,7 @@ def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query |
     if state is not None:             # the keys earlier rounds released stay in the output
         ctx.execute("adaptive_sips_carry", {"target": target, "state": engine.table_name(state), "keys": keys}, {})
     released = ctx.scalar(f"SELECT count(*) FROM {decided} WHERE _dp_released")
+    ctx.drop(decided)                 # copied into the state: free it before the next round
     return engine.table(target), int(released)
 
 

@@ -39,6 +39,7 @@ def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1: Roun
     ctx.execute("mad2r_status", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
     # the insert casts keys back to the input's types (HUGEINT, UUID, BLOB, lists, structs)
     ctx.con.execute(f"INSERT INTO temp.main.{target} BY NAME SELECT * FROM {engine.table_name(exceptions)}")
+    engine.drop(exceptions)
     return engine.table(target)
 
 

@@ -1,4 +1,4 @@
--- rendering 1 of 1; binds none
+-- rendering 1 of 2; binds none
 CREATE TEMP TABLE "_duckdp_000000000000_pairs0" AS
 WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
   SELECT DISTINCT "user_id" AS _dp_user, "item" AS _dp_k0 FROM "memory"."main"."golden_input"
@@ -6,3 +6,7 @@ WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carrie
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )
 SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user)
+
+-- rendering 2 of 2; binds none
+CREATE TEMP TABLE "_duckdp_000000000000_decided2" AS
+SELECT * FROM "_duckdp_000000000000_decided0"
