@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from duckdp.mechanisms import get
 from duckdp.mechanisms.adaptive_sips import spark as adaptive
+from duckdp.mechanisms.base import Params
 from duckdp.mechanisms.mad import spark as own
 from duckdp.privacy.budget import EpsDelta
 from duckdp.rng import Randomness
@@ -76,7 +77,7 @@ def main() -> None:
              .config("spark.sql.shuffle.partitions", "4").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     mech = get("mad")
-    (plan,) = mech.plan(EpsDelta(1.0, 1e-5), args.max_contributions, mech.check_params({}))
+    (plan,) = mech.plan(EpsDelta(1.0, 1e-5), Params(args.max_contributions, mech.check_params({})))
     engine = SparkStages(spark, resolve(spark, spark.createDataFrame(pq.read_table(args.data)), "user_id", "item"),
                          Randomness(1))
     try:

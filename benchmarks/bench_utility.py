@@ -34,6 +34,7 @@ import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 import duckdp  # noqa: E402
+from duckdp.mechanisms.base import Params  # noqa: E402
 from duckdp.mechanisms.basic import basic_weights  # noqa: E402
 from duckdp.privacy.budget import make_budget  # noqa: E402
 from duckdp.privacy.calibration import gaussian_release_probability  # noqa: E402
@@ -93,7 +94,7 @@ def short(spec: str) -> str:
 
 def expected_weighted_gaussian(con, table: str, budget_kw: dict, seed: int) -> float:
     """Σ P(w + N(0, σ²) ≥ T) for the truncation a seeded run uses (noise integrated out)."""
-    plan = duckdp.mechanisms.get("weighted_gaussian").plan(make_budget(**budget_kw), DELTA0, {})[0]
+    plan = duckdp.mechanisms.get("weighted_gaussian").plan(make_budget(**budget_kw), Params(DELTA0))[0]
     ctx = RunContext(con, resolve(con, table, "user_id", "item", "bench"), Randomness(seed))
     try:
         weights = basic_weights(DuckDBStages(ctx), DELTA0, 0.5)

@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from . import mechanisms
 from .engines import EngineKind, engine_for
-from .errors import InvalidParameter
-from .mechanisms.base import Mechanism, Round, plan_event
+from .errors import InternalError, InvalidParameter
+from .mechanisms.base import Mechanism, Params, Round, plan_event
 from .privacy import auto_contributions
 from .privacy.accountant import Accountant, nominal_spent, plan_hook
 from .privacy.budget import make_budget
@@ -69,43 +69,45 @@ def select(con: Connection, table: object, *, algo: str, epsilon: float | None =
         fixed = check_max_contributions(max_contributions)
         if auto_share != auto_contributions.DEFAULT_SHARE:
             raise InvalidParameter("auto_share applies only with max_contributions='auto'")
-    params = mech.check_params(algo_params)
+    settings = mech.check_params(algo_params)
 
     def planner(b: Budget, d: int) -> list[RoundPlan]:
-        return mech.plan(b, d, params)
+        return mech.plan(b, Params(d, settings))
 
-    auto_plan = None
+    auto_plan, params = None, None
     if fixed is None:                                          # the estimate and the mechanism, planned together
         auto_plan, plan = auto_contributions.plan(budget, auto_share, planner)
         charged = [auto_plan.round_plan(), *plan]
     else:
-        plan = charged = planner(budget, fixed)                # all σ and T before data is read
+        params = Params(fixed, settings)                       # what plan and run both read
+        plan = charged = mech.plan(budget, params)             # all σ and T before data is read
     randomness = Randomness(seed)
     on_plan = plan_hook(accountant, mech.name, plan_event(charged))
 
-    def prepare(stages: Engine) -> tuple[list[RoundPlan], dict, AutoChoice | None]:
+    def prepare(stages: Engine) -> tuple[list[RoundPlan], Params, AutoChoice | None]:
         """(plan, run params, choice) once data may be read: the Δ0 estimate first where asked."""
+        if params is not None:
+            return plan, params, None
         if auto_plan is None:
-            return plan, params | {"max_contributions": fixed}, None
+            raise InternalError("invariant failed: an automatic Δ0 has its estimate planned")
         choice = auto_contributions.estimate(stages, auto_plan, randomness.key)
         final = auto_contributions.finish(choice, plan, planner)
-        return final, params | {"max_contributions": choice.max_contributions}, choice
+        return final, Params(choice.max_contributions, settings), choice
 
     with kind.open_run(con, table, user_col, item_col, randomness, plan=charged, on_plan=on_plan) as stages:
         run_plan, run_params, choice = prepare(stages)
         table_out, rounds = mech.run(stages, run_plan, run_params)
         source = stages.source
-    return build_release(kind, con, mech, source, table_out, rounds, budget, params, run_plan, run_params, choice,
-                         randomness)
+    return build_release(kind, con, mech, source, table_out, rounds, budget, run_plan, run_params, choice, randomness)
 
 
 def build_release(kind: EngineKind, con: Connection, mech: Mechanism, source: Source | SparkSource, table_out: pa.Table,
-                  rounds: list[Round], budget: Budget, params: dict, run_plan: list[RoundPlan], run_params: dict,
+                  rounds: list[Round], budget: Budget, run_plan: list[RoundPlan], run_params: Params,
                   choice: AutoChoice | None, randomness: Randomness) -> Release:
     """THE Release of a mechanism's run, on any engine (`items`: the engine's relation, listed by key)."""
     return Release(items=kind.relation(con, table_out, source.key_names), algo=mech.name, citation=mech.citation,
                    budget=budget, spent=spent_of(rounds, choice), rounds=rounds, seeded=randomness.seeded,
-                   max_contributions=run_params["max_contributions"], params=params | auto_params(choice),
+                   max_contributions=run_params.max_contributions, params=dict(run_params) | auto_params(choice),
                    input=source.description, key_names=list(source.key_names), caveat=mech.unproven,
                    plan=run_plan, auto=choice, _table=table_out)
 

@@ -1,164 +1,39 @@
-"""Private Count Release: keys with noisy distinct-user counts and no contribution bound.
+"""`count_release()`: keys with noisy distinct-user counts and no contribution bound (Rogers 2024).
 
-Rogers, "Private Count Release: A Simple and Scalable Approach for Private Data Analytics" (2024),
-Alg. 2, with Unknown-Domain Gumbel (Alg. 1; Durfee & Rogers, NeurIPS 2019) as the selection step.
-
-Sensitivity: a user adds at most 1 to each distinct-user count (ℓ∞ = ℓ2 sensitivity 1 per count)
-and may touch any number of keys; no ℓ0 bound is needed. Privacy: each Unknown-Domain Gumbel call
-with β = 1/ε and T = 1 + log(k̄/δ*)/ε is δ*-approximate ε²/8-zCDP (Thm 4, k = 1); each released
-count gets discrete Gaussian noise N_Z(0, σ²) with σ > 2/ε, which is 1/(2σ²)-zCDP like the
-continuous Gaussian of Rogers' Thm 2 (Canonne, Kamath, Steinke 2020, arXiv:2004.00010 Prop. 4): released
-counts are exact integers, sampled exactly (duckdp/discrete.py), so no float artefact tells which
-neighbour produced them (Mironov 2012). The loop is a privacy filter
-(Whitehouse et al., Thm 5): it only starts a step while ρ_spent + ε²/4 ≤ ρ and δ_spent + δ* ≤ δ,
-and a step costs at most ε²/8 + ε²/8, so the release is δ-approximate ρ-zCDP (Thm 6) — the
-guarantee is the filter's (ρ, δ), reported as `spent`; the ledger records every actual charge.
-
-The engine computes the k̄ + 1 largest counts once (count release's own stage top_counts, in
-duckdp/mechanisms/count_release/); the loop runs in numpy over that cached table. Removing found
-keys from the cache is Alg. 1 on the histogram without them with k̄' = k̄ − m: its top k̄' are the
-remaining cached keys and its (k̄'+1)-th count is still c_(k̄+1); the threshold keeps log(k̄/δ*) ≥
-log(k̄'/δ*), so it is at least Thm 4's.
-Noise comes from the run's PRF (duckdp/prf.py): Gumbel call i draws at counter (hi, lo) =
-(i, position) for each cached key and (i, 2⁶⁴−1) for the threshold, all under one noise round
-tag; the counts' discrete Gaussians read one AES counter-mode bit stream — fresh per draw,
-reproducible under `seed`.
+validate → plan (no data) → open the engine's run → `mech.run(engine, …)` → one CountRelease builder,
+as `select` does. The mechanism, Private Count Release (Alg. 2 with Unknown-Domain Gumbel), its
+privacy argument and its own stages live in duckdp/mechanisms/count_release/; it is registered apart
+from the key-set mechanisms (`mechanisms.get(..., output=...)`), so `select` refuses it.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .discrete import discrete_gaussian
-from .engines import engine_for
-from .errors import InternalError, InvalidParameter, SchemaError
-from .mechanisms.base import Round, RoundPlan
-from .mechanisms.count_release import own_stages
+from . import mechanisms
+from .engines import EngineKind, engine_for
+from .errors import InternalError, SchemaError
+from .mechanisms.base import Params, Round
+from .mechanisms.count_release import CountRound, ledger_rounds
 from .privacy.accountant import Accountant, nominal_spent, plan_hook
 from .privacy.budget import ZCDP, make_budget
-from .privacy.calibration import _up, laplace_scale
-from .privacy.events import ComposedEvent, PrivacyEvent, ZcdpEvent, budget_event
+from .privacy.events import PrivacyEvent, budget_event
 from .release import Release
 from .rng import Randomness
 from .source import Source
-from .validation import between, integer
 
-CITATION = ("Rogers, Private Count Release (2024), Alg. 1–2, Thm 4–6; "
-            "Unknown-Domain Gumbel: Durfee & Rogers, NeurIPS 2019")
-_THRESHOLD_SLOT = np.uint64(2**64 - 1)
-_MAX_KBAR = 10**8           # keys cached and searched
+if TYPE_CHECKING:
+    from .engines import Connection
+    from .mechanisms.base import Mechanism
+    from .spark.source import SparkSource
+
 _OUTPUT_COLUMNS = ("noisy_count", "sigma")
-
-
-def gumbel_threshold(epsilon: float, kbar: int, delta: float) -> float:
-    """T = 1 + (1/ε)·log(k̄/δ), rounded up (Rogers 2024, Thm 4; Durfee & Rogers 2019)."""
-    return _up(1.0 + math.log(kbar / delta) / epsilon)
-
-
-def count_sigma(epsilon: float, kbar: int, delta: float, relative_error: float) -> float:
-    """σ(ε) = (r/1.5)·(1 + log(k̄/δ*)/ε) (Rogers eq. (2)), kept above 2/ε as Alg. 2 requires.
-
-    σ > 2/ε makes the count's charge 1/(2σ²) < ε²/8, which is what the filter reserves for it.
-    """
-    return _up(max(relative_error / 1.5 * (1.0 + math.log(kbar / delta) / epsilon), 2.0 / epsilon))
-
-
-def gumbel_noise(randomness: Randomness, tag: int, call: int, positions: np.ndarray) -> np.ndarray:
-    """Standard Gumbel draws of Gumbel call `call`: one per cached position, then the threshold's."""
-    lo = np.append(positions.astype(np.uint64), _THRESHOLD_SLOT)
-    return randomness.noise("gumbel", tag, np.full(lo.size, call, dtype=np.uint64), lo)
-
-
-@dataclass
-class PCRResult:
-    """Alg. 2's output on a cached top list: found positions (in order), counts, σ, ledger."""
-
-    positions: np.ndarray
-    noisy_counts: np.ndarray
-    sigmas: np.ndarray
-    ledger: pa.Table
-
-
-def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, randomness: Randomness, *,
-                          initial_epsilon: float, delta_per_call: float, kbar: int,
-                          relative_error: float) -> PCRResult:
-    """Alg. 2 on the cached top-k̄ `counts` (largest first) and c_(k̄+1) = `next_count`."""
-    counts = np.asarray(counts, dtype=np.int64)
-    tag, bits = randomness.next_round(), randomness.stream()
-    remaining = np.arange(counts.size, dtype=np.int64)
-    eps = initial_epsilon
-    steps = Accountant.for_budget(budget)                         # the privacy filter's accountant
-    log_rows: list[tuple] = []
-    found: list[int] = []
-    noisy: list[int] = []
-    sigmas: list[float] = []
-    call = 0
-    # Privacy filter (Alg. 2 loop guard; Whitehouse et al. Thm 5): room for a Gumbel call and a count.
-    while steps.check(ComposedEvent((ZcdpEvent(eps * eps / 8, delta_per_call), ZcdpEvent(eps * eps / 8, 0.0)))):
-        beta = laplace_scale(eps)                                  # Thm 4: β = 1/ε, rounded up
-        threshold = gumbel_threshold(eps, kbar, delta_per_call)
-        g = gumbel_noise(randomness, tag, call, remaining)
-        step = steps.commit(ZcdpEvent(eps * eps / 8, delta_per_call), label="gumbel")   # Thm 4 (k = 1)
-        scores = counts[remaining] + beta * g[:-1]
-        best = int(np.argmax(scores)) if scores.size else -1
-        hit = best >= 0 and scores[best] > threshold + next_count + beta * g[-1]   # Alg. 1
-        log_rows.append(("gumbel", eps, beta, threshold, step.charge, step.charge_delta,
-                         len(found) if hit else None, step.spent, step.spent_delta))
-        if hit:
-            sigma = count_sigma(eps, kbar, delta_per_call, relative_error)
-            position = int(remaining[best])
-            found.append(position)
-            noisy.append(int(counts[position]) + discrete_gaussian(bits, sigma))   # exact N_Z(0, σ²)
-            sigmas.append(sigma)
-            remaining = np.delete(remaining, best)
-            step = steps.commit(ZcdpEvent(0.5 / (sigma * sigma), 0.0), label="gaussian")   # Thm 2; CKS20 Prop. 4
-            log_rows.append(("gaussian", eps, sigma, None, step.charge, step.charge_delta, len(found) - 1,
-                             step.spent, step.spent_delta))
-        else:
-            eps *= math.sqrt(2.0)                                  # Alg. 2: ε ← √2·ε after ⊥
-        call += 1
-    columns: list[Sequence[Any]] = list(zip(*log_rows, strict=True)) if log_rows else [[]] * 9
-    ledger = pa.table({
-        "step": pa.array(range(len(log_rows)), pa.int64()),
-        "mechanism": pa.array(columns[0], pa.string()),
-        "epsilon": pa.array(columns[1], pa.float64()),
-        "scale": pa.array(columns[2], pa.float64()),
-        "threshold": pa.array(columns[3], pa.float64()),
-        "rho": pa.array(columns[4], pa.float64()),
-        "delta": pa.array(columns[5], pa.float64()),
-        "item": pa.array(columns[6], pa.int64()),
-        "rho_spent": pa.array(columns[7], pa.float64()),
-        "delta_spent": pa.array(columns[8], pa.float64()),
-    })
-    return PCRResult(np.array(found, dtype=np.int64), np.array(noisy, dtype=np.int64),
-                     np.array(sigmas, dtype=np.float64), ledger)
-
-
-def ledger_rounds(ledger: pa.Table) -> list[Round]:
-    """One Round per Gumbel ε level: its summed charges, β, threshold T and keys found at that level."""
-    levels: list[dict] = []
-    for row in ledger.to_pylist():
-        if row["mechanism"] == "gumbel" and (not levels or row["epsilon"] != levels[-1]["epsilon"]):
-            levels.append({"epsilon": row["epsilon"], "beta": row["scale"], "threshold": row["threshold"],
-                           "rho": [], "delta": [], "calls": 0, "found": 0, "count_sigma": None})
-        level = levels[-1]
-        level["rho"].append(row["rho"])
-        level["delta"].append(row["delta"])
-        if row["mechanism"] == "gumbel":
-            level["calls"] += 1
-        else:
-            level["found"] += 1
-            level["count_sigma"] = row["scale"]
-    return [Round(i, RoundPlan(ZCDP(math.fsum(lv["rho"]), math.fsum(lv["delta"])), "gumbel", lv["beta"],
-                               lv["threshold"], {"epsilon": lv["epsilon"], "gumbel_calls": lv["calls"],
-                                                 "count_sigma": lv["count_sigma"]}), lv["found"])
-            for i, lv in enumerate(levels)]
 
 
 @dataclass
@@ -196,7 +71,7 @@ class CountRelease(Release):
         return "\n".join(lines)
 
 
-def count_release(con: Any, table: Any, *, rho: float, delta: float, user_col: str = "user_id",
+def count_release(con: Connection, table: object, *, rho: float, delta: float, user_col: str = "user_id",
                   item_col: str | list[str] = "item", seed: int | None = None,
                   initial_epsilon: float = 5e-4, delta_per_call: float = 1e-11, kbar: int = 10_000,
                   relative_error: float = 0.1, accountant: Accountant | None = None) -> CountRelease:
@@ -210,32 +85,27 @@ def count_release(con: Any, table: Any, *, rho: float, delta: float, user_col: s
     (privacy/accountant.py; a Session passes its own) is charged the filter's guarantee ZcdpEvent(ρ, δ)
     once the input is resolved and before any data is read.
     """
+    mech = mechanisms.get("pcr", output=mechanisms.COUNTS)
     budget = make_budget(rho=rho, delta=delta)
-    if not (isinstance(budget, ZCDP)):
+    if not isinstance(budget, ZCDP):
         raise InternalError("invariant failed: rho= always builds a ZCDP budget")
-    params: dict[str, Any] = {"initial_epsilon": between("initial_epsilon", initial_epsilon, 0.0),
-              "delta_per_call": between("delta_per_call", delta_per_call, 0.0, 1.0),
-              "kbar": integer("kbar", kbar, 1, _MAX_KBAR),
-              "relative_error": between("relative_error", relative_error, 0.0)}
-    if not budget.rho > params["initial_epsilon"] ** 2 / 4:
-        raise InvalidParameter(f"rho={rho!r} must exceed initial_epsilon²/4 (Rogers Alg. 2)")
-    if not budget.delta > params["delta_per_call"]:
-        raise InvalidParameter(f"delta={delta!r} must exceed delta_per_call={delta_per_call!r} (Rogers Alg. 2)")
+    params = Params(None, mech.check_params({"initial_epsilon": initial_epsilon,      # no Δ0: counts need none
+                                             "delta_per_call": delta_per_call, "kbar": kbar,
+                                             "relative_error": relative_error}))
+    plan = mech.plan(budget, params)                           # Alg. 2's preconditions, before any data
     randomness = Randomness(seed)
-    on_plan = plan_hook(accountant, "pcr", budget_event(budget))
+    on_plan = plan_hook(accountant, mech.name, budget_event(budget))   # the filter's guarantee (Thm 6)
     kind = engine_for(con)
+    mech.check_engine(kind.name)
 
     def check_columns(source: Source) -> None:
         check_output_names(source.key_names)
 
     with kind.open_run(con, table, user_col, item_col, randomness, plan=[budget], on_plan=on_plan,
                        check_source=check_columns) as stages:
+        found, rounds = mech.run(stages, plan, params)
         source = stages.source
-        top = own_stages(stages).top_counts(stages, int(params["kbar"]) + 1)
-    key_cols = [f"_dp_k{i}" for i in range(len(source.key_names))]
-    return release_top_counts(top, key_cols, source.key_names, source.description, budget, params, randomness,
-                              lambda t, cols: kind.sort_by(con, t, cols),
-                              lambda t: kind.relation(con, t, source.key_names))
+    return build_count_release(kind, con, mech, source, found, rounds, budget, params, randomness)
 
 
 def check_output_names(key_names: Sequence[str]) -> None:
@@ -245,35 +115,33 @@ def check_output_names(key_names: Sequence[str]) -> None:
         raise SchemaError(f"item_col {clash} collides with the output columns {list(_OUTPUT_COLUMNS)}; rename it")
 
 
-def release_top_counts(top: pa.Table, key_cols: Sequence[str], key_names: Sequence[str], description: str,
-                       budget: ZCDP, params: dict[str, Any], randomness: Randomness,
-                       sort_by: Callable[[pa.Table, list[str]], pa.Table],
-                       to_engine: Callable[[pa.Table], Any]) -> CountRelease:
-    """Alg. 2 on the engine's k̄ + 1 largest counts (`top`, largest first) → the CountRelease.
+def build_count_release(kind: EngineKind, con: Connection, mech: Mechanism, source: Source | SparkSource,
+                        found: pa.Table, rounds: list[Round], budget: ZCDP, params: Params,
+                        randomness: Randomness) -> CountRelease:
+    """THE CountRelease of a count release run, on any engine (`found`: keys in the order found).
 
-    Shared by DuckDB and Spark: only the counts come from the engine; `sort_by(table, columns)` sorts
-    an Arrow table by `columns` in the engine's order and `to_engine` turns the released Arrow table
-    into the engine's relation (DuckDB relation or Spark DataFrame). Items are listed by key, as
-    every release is (the order of discovery would be covered by Alg. 2's guarantee, but a key order
-    makes the listing a function of the released keys and counts only); the ledger's `item` is the
-    released key's row in `items`.
+    Items are listed by key, as every release is (the order of discovery would be covered by Alg. 2's
+    guarantee, but a key order makes the listing a function of the released keys and counts only),
+    sorted in the engine's order; the ledger's `item` is the released key's row in `items`.
     """
-    counts = top.column("_dp_count").to_numpy().astype(np.int64)
-    next_count = float(counts[params["kbar"]]) if counts.size > params["kbar"] else 0.0
-    result = private_count_release(counts[:params["kbar"]], next_count, budget, randomness, **params)
-    found = (top.select(list(key_cols)).take(pa.array(result.positions, pa.int64()))
-             .append_column("_dp_found", pa.array(np.arange(result.positions.size), pa.int64())))
-    ordered = sort_by(found, list(key_cols))
+    key_cols = [f"_dp_k{i}" for i in range(len(source.key_names))]
+    steps = [r.steps for r in rounds if isinstance(r, CountRound)]
+    if len(steps) != len(rounds) or not steps:
+        raise InternalError("invariant failed: count release has at least one Gumbel level, each with its steps")
+    ledger = pa.concat_tables(steps).combine_chunks()
+    discovered = found.select(key_cols).append_column("_dp_found", pa.array(np.arange(found.num_rows), pa.int64()))
+    ordered = kind.sort_by(con, discovered, key_cols)
     order = ordered.column("_dp_found").to_numpy()                  # discovery index of each sorted row
     row = np.empty_like(order)
     row[order] = np.arange(order.size)
-    items = (ordered.select(list(key_cols)).rename_columns(list(key_names))
-             .append_column("noisy_count", pa.array(result.noisy_counts[order], pa.int64()))
-             .append_column("sigma", pa.array(result.sigmas[order], pa.float64())))
-    ledger = result.ledger.set_column(result.ledger.schema.get_field_index("item"), "item",
-                                      pc.take(pa.array(row, pa.int64()), result.ledger.column("item")))
-    return CountRelease(items=to_engine(items), algo="pcr", citation=CITATION, budget=budget,
-                        spent=nominal_spent(budget_event(budget)), rounds=ledger_rounds(ledger),
-                        seeded=randomness.seeded,
-                        max_contributions=None, params=params, input=description,
-                        key_names=list(key_names), _table=items, ledger=ledger)
+    items = (ordered.select(key_cols).rename_columns(list(source.key_names))
+             .append_column("noisy_count", pa.array(found.column("noisy_count").to_numpy()[order], pa.int64()))
+             .append_column("sigma", pa.array(found.column("sigma").to_numpy()[order], pa.float64())))
+    ledger = ledger.set_column(ledger.schema.get_field_index("item"), "item",
+                               pc.take(pa.array(row, pa.int64()), ledger.column("item")))
+    return CountRelease(items=kind.relation(con, items, list(source.key_names)), algo=mech.name,
+                        citation=mech.citation, budget=budget, spent=nominal_spent(budget_event(budget)),
+                        rounds=ledger_rounds(ledger), seeded=randomness.seeded,
+                        max_contributions=params.max_contributions,
+                        params=dict(params), input=source.description, key_names=list(source.key_names),
+                        _table=items, ledger=ledger)

@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike
 
 from . import mechanisms
 from .errors import InvalidParameter
+from .mechanisms.base import Params
 from .privacy.budget import Budget, make_budget
 from .privacy.composition import composition_lines
 from .validation import integer
@@ -177,10 +178,11 @@ def _users(probability: Callable[[np.ndarray, int], np.ndarray], holdings: list[
     return rows
 
 
-def _explain_plan(mech: Mechanism, budget: Budget, max_contributions: int, params: dict, holdings: list[int],
+def _explain_plan(mech: Mechanism, budget: Budget, params: Params, holdings: list[int],
                   plans: list[RoundPlan] | None = None) -> Explanation:
     """Tabulate `mech`'s own per-round guarantees for `plans` (default: a fresh data-free plan)."""
-    plans = mech.plan(budget, max_contributions, params) if plans is None else plans
+    max_contributions = params.delta0
+    plans = mech.plan(budget, params) if plans is None else plans
     exponent = mech.exponent or 0.0
     guarantees = [mech.explain_round(i, plan, params) for i, plan in enumerate(plans)]
     rounds = []
@@ -225,10 +227,11 @@ def explain(algo: str, *, epsilon: float | None = None, rho: float | None = None
     mech.check_budget(budget)
     max_contributions = check_max_contributions(max_contributions)
     # Explaining runs nothing, so mechanisms kept only as baselines are explained too (with their caution).
-    params = mech.check_params(algo_params | {"allow_unproven": True} if mech.unproven else algo_params)
+    params = Params(max_contributions,
+                    mech.check_params(algo_params | {"allow_unproven": True} if mech.unproven else algo_params))
     holdings = default_holdings(max_contributions) if keys_per_user is None else _check_holdings(keys_per_user,
                                                                                                  max_contributions)
-    return _explain_plan(mech, budget, max_contributions, params, holdings)
+    return _explain_plan(mech, budget, params, holdings)
 
 
 def release_section(release: Release) -> list[str]:
@@ -243,7 +246,7 @@ def explain_release(release: Release) -> Explanation | None:
     if mech is None or release.max_contributions is None or not release.plan:
         return None
     compact = sorted({k for k in (1, 10, release.max_contributions) if k <= release.max_contributions})
-    return _explain_plan(mech, release.budget, release.max_contributions, dict(release.params), compact,
+    return _explain_plan(mech, release.budget, Params(release.max_contributions, release.params), compact,
                          release.plan)
 
 

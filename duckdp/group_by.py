@@ -20,7 +20,7 @@ from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
 from .mechanisms import aggregate as agg_stages
 from .mechanisms.aggregate import duckdb as agg_duckdb
-from .mechanisms.base import Round
+from .mechanisms.base import Params, Round
 from .privacy.accountant import Accountant, plan_hook
 from .privacy.aggregate import THRESHOLD_TAG, AggregatePlan, finish, plan_aggregate
 from .privacy.budget import make_budget
@@ -188,19 +188,20 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     mode, algo = _mode(keys)
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech = mechanisms.get(algo) if algo is not None else None
-    params = mech.check_params(algo_params) if mech is not None else {}
+    settings = mech.check_params(algo_params) if mech is not None else {}
     if mech is None and algo_params:
         raise InvalidParameter(f"unknown parameters {sorted(algo_params)}: only a select() mechanism takes any")
     plan = plan_aggregate(budget, metrics, max_contributions=max_contributions, max_rows_per_key=max_rows_per_key,
                           keys=mode, algo=algo, selection_share=selection_share, metric_shares=metric_shares,
                           confidence=confidence, pre_threshold=pre_threshold)
-    rounds_plan = None
+    rounds_plan, params = None, None
     if mech is not None:
         if plan.selection_budget is None:
             raise InternalError("invariant failed: a selection needs a selection budget")
         mech.check_engine(kind.name)
         mech.check_budget(plan.selection_budget)
-        rounds_plan = mech.plan(plan.selection_budget, plan.max_contributions, params)
+        params = Params(plan.max_contributions, settings)
+        rounds_plan = mech.plan(plan.selection_budget, params)
     by_cols = [by] if isinstance(by, str) else list(by)
     public = None
     if mode == "public":
@@ -229,13 +230,13 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             keyset_table = counts.select(names).filter(pa.array(keep))
             users_noisy = noisy_c[keep]
         elif mode == "select":
-            if mech is None or rounds_plan is None:
+            if mech is None or rounds_plan is None or params is None:
                 raise InternalError("invariant failed: a selection needs its mechanism")
             if plan.pre_threshold > 1:      # count selections on users − (k − 1) (plan_aggregate refused the rest)
                 selected, rounds = agg_duckdb.pre_thresholded_selection(stages, mech, rounds_plan,
-                                                                        plan.max_contributions, plan.pre_threshold)
+                                                                        params.delta0, plan.pre_threshold)
             else:
-                selected, rounds = mech.run(stages, rounds_plan, params | {"max_contributions": plan.max_contributions})
+                selected, rounds = mech.run(stages, rounds_plan, params)
             keyset_table = selected.select(source.key_names).rename_columns(names)
         else:
             if public is None:

@@ -10,6 +10,8 @@ import decimal
 import math
 import numbers
 import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -73,6 +75,49 @@ def integer(name: str, value: object, low: int, high: int | None = None) -> int:
 def max_contributions(value: object) -> int:
     """Δ0: an integer in [1, MAX_CONTRIBUTIONS]."""
     return integer("max_contributions", value, 1, MAX_CONTRIBUTIONS)
+
+
+class Declared(Protocol):
+    """A declared mechanism parameter (mechanisms.base.Param): name, default (None = derived), validator."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def default(self) -> Any: ...
+
+    @property
+    def check(self) -> Callable[[Any], Any] | None: ...
+
+
+def mechanism_params(mechanism: str, declared: Sequence[Declared], given: Mapping[str, Any],
+                     unproven: str | None = None, none_is_default: bool = True) -> dict[str, Any]:
+    """A mechanism's own parameters: `given` with defaults filled and each value validated by its
+    declared check; unknown names are errors (typos must not pass silently). A mechanism kept only as
+    a published baseline (`unproven`: why its guarantee is not established) needs allow_unproven=True.
+    A value given as None means the default, unless `none_is_default` is False (then it is checked).
+    """
+    given = dict(given)
+    if unproven:
+        if given.pop("allow_unproven", False) is not True:
+            raise InvalidParameter(f"{mechanism}: {unproven} It runs only with allow_unproven=True "
+                                   "(e.g. to reproduce published baselines); do not use it to protect real data.")
+    known = {p.name: p for p in declared}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        hint = f"; it takes {', '.join(sorted(known))}" if known else "; it takes no extra parameters"
+        raise InvalidParameter(f"{mechanism} does not take {', '.join(unknown)}{hint}")
+    out = {}
+    for p in declared:
+        value = p.default if (p.name not in given or (none_is_default and given[p.name] is None)) else given[p.name]
+        out[p.name] = p.check(value) if (p.check and (value is not None or not none_is_default)) else value
+    return out
+
+
+def not_above(low_name: str, low: float, high_name: str, high: float) -> None:
+    """Two settings that must be ordered, low ≤ high (e.g. adaptive SIPS's a_drop and a_full)."""
+    if low > high:
+        raise InvalidParameter(f"{low_name}={low:g} must not exceed {high_name}={high:g}")
 
 
 def ledger_key(value: object) -> bytes | None:

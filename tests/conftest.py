@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import duckdb
@@ -60,6 +62,32 @@ def make_table(con, name: str, users, items, item_prefix: str = "i") -> None:
     con.register("_fixture_src", tbl)
     con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM _fixture_src')
     con.unregister("_fixture_src")
+
+
+def run_together(calls: Sequence[Callable[[], object]]) -> list[BaseException | None]:
+    """Run `calls` in threads released at once by one barrier (concurrent charges and races); the
+    exception each call raised, None where it returned."""
+    barrier = threading.Barrier(len(calls))
+    errors: list[BaseException | None] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            calls[i]()
+        except BaseException as exc:  # noqa: BLE001 (reported to the test, which decides)
+            errors[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return errors
+
+
+def spend(session, rho: float, table: str = "t") -> object:
+    """One Weighted Gaussian release charging ρ to `session` (the concurrent-charge tests' release)."""
+    return session.select(table, algo="weighted_gaussian", rho=rho, delta=1e-6, max_contributions=5, seed=1)
 
 
 def halve_thresholds(monkeypatch, algo: str) -> None:

@@ -26,6 +26,7 @@ from reference_engine import ReferenceEngine
 
 import duckdp
 from duckdp import mechanisms
+from duckdp.mechanisms.base import Params
 from duckdp.rng import Randomness
 
 # -- fixed frames --------------------------------------------------------------------------------
@@ -265,13 +266,12 @@ class StageContract:
     def test_mechanism_runs_like_the_reference(self, key_type, algo):
         """The mechanism's own run() on this engine and on the reference: the same keys and rounds."""
         mech = mechanisms.get(algo)
-        params = mech.check_params({})
-        plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), 4, params)
-        run_params = params | {"max_contributions": 4}
+        params = Params(4, mech.check_params({}))
+        plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), params)
         table = mechanism_table(key_type)
         with self.open_stages(table, SEED) as stages:
-            got, rounds = mech.run(stages, plan, run_params)
-        want, want_rounds = mech.run(self.reference(table, SEED), plan, run_params)
+            got, rounds = mech.run(stages, plan, params)
+        want, want_rounds = mech.run(self.reference(table, SEED), plan, params)
         assert Counter(got.column("item").to_pylist()) == Counter(want.column("item").to_pylist())
         assert [(r.sigma, r.threshold, r.released) for r in rounds] == \
             [(r.sigma, r.threshold, r.released) for r in want_rounds]

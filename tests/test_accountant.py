@@ -12,6 +12,7 @@ import pytest
 
 import duckdp
 from duckdp.errors import BudgetExceeded, LedgerError, UnsupportedEventError
+from duckdp.mechanisms.base import Params
 from duckdp.privacy.accountant import (
     Accountant,
     LedgerEntry,
@@ -184,12 +185,12 @@ def test_internal_invariants_raise_internal_error():
     mech = get("dpsips")
     params = mech.check_params({})
     budget = EpsDelta(1.0, 1e-5)
-    auto, plan = ac.plan(budget, ac.DEFAULT_SHARE, lambda b, d: mech.plan(b, d, params))
+    auto, plan = ac.plan(budget, ac.DEFAULT_SHARE, lambda b, d: mech.plan(b, Params(d, params)))
     choice = ac.AutoChoice(5, auto)
     # a charged plan whose events differ from the mechanism's at the chosen Δ0
     charged = [dataclasses.replace(p, scale=p.scale * 2) for p in plan]
     with pytest.raises(InternalError, match="privacy events changed"):
-        ac.finish(choice, charged, lambda b, d: mech.plan(b, d, params))
+        ac.finish(choice, charged, lambda b, d: mech.plan(b, Params(d, params)))
 
 
 @pytest.mark.parametrize("name", ["Z", "E"])

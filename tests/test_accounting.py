@@ -7,7 +7,7 @@ from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 
 from duckdp.mechanisms import MECHANISMS
-from duckdp.mechanisms.base import plan_event
+from duckdp.mechanisms.base import Params, plan_event
 from duckdp.privacy.accountant import curves
 from duckdp.privacy.accounting import composed_delta, composed_epsilon, gdp_delta
 from duckdp.privacy.budget import ZCDP, EpsDelta
@@ -85,7 +85,7 @@ def test_every_mechanism_plan_yields_sound_events(name):
         if not isinstance(budget, mech.budgets):
             continue
         params = mech.check_params({"allow_unproven": True} if mech.unproven else {})
-        plan = mech.plan(budget, 10, params)
+        plan = mech.plan(budget, Params(10, params))
         events = events_of(plan)
         assert len(events) >= len(plan)
         assert sum(curve_delta(e) for e in events) <= budget.delta * (1 + 1e-12)

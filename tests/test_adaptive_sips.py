@@ -16,6 +16,7 @@ import duckdp
 from duckdp.mechanisms import get
 from duckdp.mechanisms.adaptive_sips import AdaptiveSIPS, round_vectors
 from duckdp.mechanisms.adaptive_sips import duckdb as own
+from duckdp.mechanisms.base import Params
 from duckdp.mechanisms.dpsips import DPSIPS
 from duckdp.privacy.budget import ZCDP
 from duckdp.rng import Randomness
@@ -55,8 +56,8 @@ def test_bad_params(con, params):
 
 # -- plan: DP-SIPS's σ_j, T_j with ρ(k) = c_j/√k ---------------------------------------------------------
 def test_zcdp_plan_golden():
-    plan = MECH.plan(ZCDP(0.1, 1e-5), 100, DEFAULT)
-    sips = DPSIPS().plan(ZCDP(0.1, 1e-5), 100, {"iterations": 3, "ratio": 1 / 3})
+    plan = MECH.plan(ZCDP(0.1, 1e-5), Params(100, DEFAULT))
+    sips = DPSIPS().plan(ZCDP(0.1, 1e-5), Params(100, {"iterations": 3, "ratio": 1 / 3}))
     k = np.arange(1, 101)
     for j, (rp, sp) in enumerate(zip(plan, sips, strict=True)):
         assert (rp.budget, rp.scale) == (sp.budget, sp.scale)         # the same split and σ_j as DP-SIPS
@@ -224,7 +225,7 @@ def test_trap_wrong_rule_changes_another_users_vector():
     hence the same vector: u changes only w by x_u. The wrong rule (keys outside ∪R̃_u dropped) drops k
     in D but not in D', so u's presence changes v's round-2 vector."""
     d0, m = 4, 12
-    plan = MECH.plan(ZCDP(1.0, 1e-3), d0, DEFAULT)[:2]
+    plan = MECH.plan(ZCDP(1.0, 1e-3), Params(d0, DEFAULT))[:2]
     v = np.arange(m)
     kept_v = np.random.default_rng(3).choice(v, d0, replace=False)    # v's round-1 truncation (same coins)
     k = int(np.setdiff1d(v, kept_v)[0])
@@ -250,10 +251,10 @@ def test_sql_state_covers_every_key_of_the_remaining_sets(con, monkeypatch):
     try:
         stages = DuckDBStages(ctx)
         pairs = stages.store(stages.pairs(), "pairs")
-        plan = MECH.plan(ZCDP(1.0, 1e-3), 3, DEFAULT)
+        plan = MECH.plan(ZCDP(1.0, 1e-3), Params(3, DEFAULT))
         remaining = own.remaining(stages, pairs, None)
         own.state(stages, remaining, round_vectors(stages, own, remaining, plan[0], 3), None, plan[0],
-                  DEFAULT | {"max_contributions": 3}, 0)
+                  Params(3, DEFAULT), 0)
     finally:
         ctx.close()
     (weights,) = seen
@@ -267,7 +268,7 @@ def test_mean_released_matches_monte_carlo_reference(con):
     """Mean per-round counts over 20 SQL seeds vs 100 reference runs with the same plan, within 4 SE."""
     users, items = random_sets(500, 800, 25, 11)
     make_table(con, "t", users, items)
-    plan = MECH.plan(ZCDP(1.0, 1e-3), 10, DEFAULT)
+    plan = MECH.plan(ZCDP(1.0, 1e-3), Params(10, DEFAULT))
     sets = list(_sets(users, items).values())
     rng = np.random.default_rng(2024)
     ref = np.array([[len(r) for r in adaptive_sips(sets, 800, plan, DEFAULT, 10, rng)] for _ in range(100)], float)
@@ -288,7 +289,7 @@ def _novel_rounds(con, plan, seed) -> list[int | None]:
         for j, rp in enumerate(plan):
             remaining = own.remaining(stages, pairs, state)
             state, _ = own.state(stages, remaining, round_vectors(stages, own, remaining, rp, AUDIT_D0), state,
-                                 rp, DEFAULT | {"max_contributions": AUDIT_D0}, j)
+                                 rp, Params(AUDIT_D0, DEFAULT), j)
         table = stages.table_name(state)
         rows = con.sql(f"SELECT (substr(_dp_k0, 2)::INT - 1000) // {AUDIT_D0}, min(_dp_round) FROM {table} "
                        f"WHERE _dp_round IS NOT NULL AND substr(_dp_k0, 2)::INT >= 1000 GROUP BY ALL").fetchall()
@@ -306,7 +307,7 @@ def test_audit_sql_novel_keys_released_at_most_delta_j(con):
     novel_users = np.repeat(np.arange(1000, 1000 + N_NOVEL), AUDIT_D0)
     novel_items = np.arange(1000, 1000 + N_NOVEL * AUDIT_D0)
     make_table(con, "t", np.concatenate([users, novel_users]), np.concatenate([items, novel_items]))
-    plan = MECH.plan(AUDIT_BUDGET, AUDIT_D0, DEFAULT)
+    plan = MECH.plan(AUDIT_BUDGET, Params(AUDIT_D0, DEFAULT))
 
     def bound(delta, n):
         return delta + 3 * math.sqrt(delta * (1 - delta) / n)
@@ -361,7 +362,8 @@ def test_cli_select_with_mechanism_params(tmp_path):
     out = json.loads(proc.stdout)
     assert out["released"] == pq.read_table(tmp_path / "out.parquet").num_rows > 0
     assert [r["threshold"] for r in out["rounds"]] == pytest.approx(
-        [p.threshold for p in MECH.plan(ZCDP(1.0, 1e-3), 4, MECH.check_params({"a_drop": -1, "beta_min": 0.25}))])
+        [p.threshold for p in MECH.plan(ZCDP(1.0, 1e-3),
+                                        Params(4, MECH.check_params({"a_drop": -1, "beta_min": 0.25})))])
 
 
 def test_round_counts_survive_concurrent_noise_batches(con, monkeypatch):

@@ -35,6 +35,7 @@ from scipy.stats import beta
 
 import duckdp
 from duckdp.mechanisms import get
+from duckdp.mechanisms.base import Params
 from duckdp.privacy.accountant import spent_of
 from duckdp.privacy.budget import make_budget
 from duckdp.privacy.calibration import analytic_gaussian_sigma, constant_novelty, gaussian_threshold, laplace_threshold
@@ -60,7 +61,7 @@ def extra_params(algo: str) -> dict:
 
 def claimed(algo: str, kw: dict, d0: int) -> Spent:
     mech = get(algo)
-    return spent_of([p.budget for p in mech.plan(make_budget(**kw), d0, mech.check_params(extra_params(algo)))])
+    return spent_of([p.budget for p in mech.plan(make_budget(**kw), Params(d0, mech.check_params(extra_params(algo))))])
 
 
 # -- broken variants ---------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from duckdp.cli import main as cli_main
 from duckdp.errors import InvalidParameter
 from duckdp.lifecycle import open_run
 from duckdp.mechanisms import get
-from duckdp.mechanisms.base import plan_event
+from duckdp.mechanisms.base import Params, plan_event
 from duckdp.prf import PRFKey
 from duckdp.privacy import accounting
 from duckdp.privacy import auto_contributions as ac
@@ -117,7 +117,7 @@ def test_estimate_noise_has_its_own_key_and_is_reproducible():
 def _planner(algo):
     mech = get(algo)
     params = mech.check_params({})
-    return lambda b, d: mech.plan(b, d, params)
+    return lambda b, d: mech.plan(b, Params(d, params))
 
 
 GRID_ZCDP = [ZCDP(r, d) for r in (0.001, 0.1, 1.0, 30.0) for d in (1e-10, 1e-5, 0.05)]

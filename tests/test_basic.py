@@ -9,6 +9,7 @@ from scipy.stats import chi2, laplace, norm
 
 import duckdp
 from duckdp.mechanisms import get
+from duckdp.mechanisms.base import Params
 from duckdp.mechanisms.basic import basic_weights as engine_weights
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import gaussian_release_probability, laplace_release_probability
@@ -74,7 +75,7 @@ def test_truncation_is_uniform_per_user(con):
 
 
 def _expected(algo, budget, weights, d0):
-    plan = get(algo).plan(budget, d0, {})[0]
+    plan = get(algo).plan(budget, Params(d0))[0]
     w = np.array(list(weights.values()))
     if plan.noise == "gaussian":
         return plan, gaussian_release_probability(w, plan.scale, plan.threshold)
@@ -139,7 +140,7 @@ def test_audit_novel_user(con, monkeypatch, algo, budget):
     bound = d_novel + 4 * math.sqrt(d_novel * (1 - d_novel) / trials)
     assert rate <= bound
     # and the rate is the exact one for this user, so the audit is calibrated, not just passing
-    plan = get(algo).plan(budget, d0, {})[0]
+    plan = get(algo).plan(budget, Params(d0))[0]
     w = d0 ** -EXPONENT[algo]
     cdf = norm.cdf if plan.noise == "gaussian" else laplace.cdf
     exact = 1 - cdf((plan.threshold - w) / plan.scale) ** d0
@@ -189,7 +190,7 @@ def test_audit_two_thousand_seeded_runs(con):
                                  **budget.as_dict()).to_arrow()) > 0 for s in range(runs))
     rate = hits / runs
     assert rate <= budget.delta + 4 * math.sqrt(budget.delta * (1 - budget.delta) / runs)
-    plan = get("weighted_gaussian").plan(budget, d0, {})[0]
+    plan = get("weighted_gaussian").plan(budget, Params(d0))[0]
     exact = 1 - norm.cdf((plan.threshold - d0 ** -0.5) / plan.scale) ** d0
     assert abs(rate - exact) < 4 * math.sqrt(exact * (1 - exact) / runs)
 

@@ -11,6 +11,7 @@ from scipy.stats import laplace, norm
 import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get
+from duckdp.mechanisms.base import Params
 from duckdp.prf import standard, uniform_from_words
 from duckdp.privacy.budget import MIN_DELTA, ZCDP, EpsDelta, make_budget
 from duckdp.privacy.calibration import (
@@ -24,7 +25,7 @@ from duckdp.privacy.conversions import approx_zcdp_epsilon, approx_zcdp_to_dp, z
 
 
 def plan(algo, budget, d0=100):
-    return get(algo).plan(budget, d0, {})[0]
+    return get(algo).plan(budget, Params(d0))[0]
 
 
 @pytest.mark.parametrize("budget, sigma, threshold", [
@@ -134,9 +135,9 @@ def test_laplace_scale_is_rounded_up():
 
     assert Fraction(1.0 / 3) < Fraction(1, 3)                     # the float quotient rounds down
     for algo, sensitivity in (("weighted_laplace", 1), ("policy_laplace", 1), ("count_laplace", 100)):
-        scale = get(algo).plan(EpsDelta(3, 1e-5), 100, get(algo).check_params({}))[0].scale
+        scale = get(algo).plan(EpsDelta(3, 1e-5), Params(100, get(algo).check_params({})))[0].scale
         assert Fraction(scale) * 3 >= sensitivity and Fraction(math.nextafter(scale, 0)) * 3 < sensitivity
-    gw = get("gw").plan(EpsDelta(3, 1e-5), 100, get("gw").check_params({"allow_unproven": True}))[0]
+    gw = get("gw").plan(EpsDelta(3, 1e-5), Params(100, get("gw").check_params({"allow_unproven": True})))[0]
     assert Fraction(gw.scale) >= Fraction(1, 3)
     for eps in (0.1, 0.3, 0.7, 1.0, 2.0, 3.0, 5.0, 7.0, 1e-3, math.pi):
         for sens in (1.0, 3.0, 100.0):
@@ -188,6 +189,6 @@ def test_thresholds_at_the_floor_stay_inside_the_noise_grid():
     for algo, budget in [("weighted_gaussian", EpsDelta(1, MIN_DELTA)), ("dpsips", ZCDP(0.5, MIN_DELTA)),
                          ("weighted_laplace", EpsDelta(1, MIN_DELTA))]:
         mech = get(algo)
-        for r in mech.plan(budget, 100, mech.check_params({})):
+        for r in mech.plan(budget, Params(100, mech.check_params({}))):
             limit = top if r.noise == "gaussian" else lap
             assert r.threshold < r.scale * limit, (algo, r.threshold / r.scale)

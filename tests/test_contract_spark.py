@@ -24,8 +24,9 @@ from test_contract_duckdb import TestDuckDBStages as _DuckDBAdapter
 import duckdp
 from duckdp import mechanisms
 from duckdp.mechanisms.adaptive_sips import round_vectors
+from duckdp.mechanisms.base import Params
 from duckdp.mechanisms.basic import basic_weights
-from duckdp.mechanisms.count_release import own_stages as count_release_stages
+from duckdp.mechanisms.count_release import PrivateCountRelease
 from duckdp.mechanisms.mad import unbiased_vectors
 from duckdp.rng import Randomness
 
@@ -103,7 +104,7 @@ class TestMechanismStages(_SparkAdapter):
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_mad_vectors_and_weights(self, key_type):
         mech = mechanisms.get("mad")
-        (plan,) = mech.plan(duckdp.EpsDelta(1.0, 1e-5), 16, mech.check_params({}))
+        (plan,) = mech.plan(duckdp.EpsDelta(1.0, 1e-5), Params(16, mech.check_params({})))
 
         def vectors(stages, adapter):
             pairs = stages.store(stages.sized(stages.pairs()), "p")
@@ -122,8 +123,8 @@ class TestMechanismStages(_SparkAdapter):
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_adaptive_sips_stages(self, key_type):
         mech = mechanisms.get("adaptive_sips")
-        params = mech.check_params({}) | {"max_contributions": 4}
-        plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), 4, params)
+        params = Params(4, mech.check_params({}))
+        plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), params)
 
         def first_round(stages, adapter):
             own = mech.own_stages(stages)
@@ -157,7 +158,7 @@ class TestMechanismStages(_SparkAdapter):
     def test_top_counts(self, key_type):
         """The same counts; the keys agree above the k-th count (ties are broken by engine-specific hashes)."""
         def top(stages, adapter):
-            return count_release_stages(stages).top_counts(stages, 12)
+            return PrivateCountRelease().own_stages(stages).top_counts(stages, 12)
 
         d, s = self.on_both(mechanism_table(key_type), top)
         assert d.column("_dp_count").to_pylist() == s.column("_dp_count").to_pylist()
@@ -171,11 +172,11 @@ class TestMechanismStages(_SparkAdapter):
     def test_mechanism_run(self, algo, key_type):
         """The mechanism's whole run (its own stages chained) on both engines: the same keys and rounds."""
         mech = mechanisms.get(algo)
-        params = mech.check_params({})
-        plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), 4, params)
+        params = Params(4, mech.check_params({}))
+        plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), params)
 
         def run(stages, adapter):
-            table, rounds = mech.run(stages, plan, params | {"max_contributions": 4})
+            table, rounds = mech.run(stages, plan, params)
             return table, [(r.sigma, r.threshold, r.released) for r in rounds]
 
         (d, drounds), (s, srounds) = self.on_both(mechanism_table(key_type), run)

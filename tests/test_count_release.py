@@ -12,7 +12,7 @@ from scipy import stats
 from scipy.special import ndtr
 
 import duckdp
-from duckdp.count_release import count_sigma, gumbel_noise, gumbel_threshold, private_count_release
+from duckdp.mechanisms.count_release import count_sigma, gumbel_noise, gumbel_threshold, private_count_release
 from duckdp.privacy.accountant import spent_of
 from duckdp.privacy.budget import ZCDP
 from duckdp.rng import Randomness

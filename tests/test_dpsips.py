@@ -12,6 +12,7 @@ from scipy.special import ndtr, ndtri
 
 import duckdp
 from duckdp.mechanisms import get
+from duckdp.mechanisms.base import Params
 from duckdp.mechanisms.dpsips import DPSIPS, round_shares, round_weights
 from duckdp.privacy.accountant import spent_of
 from duckdp.privacy.budget import ZCDP, EpsDelta, split_exact
@@ -88,7 +89,7 @@ def test_shares_golden():
 
 
 def test_zcdp_plan_golden():
-    plan = MECH.plan(ZCDP(0.1, 1e-5), 100, DEFAULT)
+    plan = MECH.plan(ZCDP(0.1, 1e-5), Params(100, DEFAULT))
     rhos = [0.1 / 13, 0.3 / 13, 0.9 / 13]
     for rp, rho, sigma in zip(plan, rhos, [8.0622577, 4.6547466, 2.6874192], strict=True):
         assert rp.budget.rho == pytest.approx(rho, rel=1e-14)
@@ -104,7 +105,7 @@ def test_zcdp_plan_golden():
 def test_epsdelta_rounds_compose_exactly():
     """(ε, δ): σ_i⁻² = share_i·μ² with μ-GDP calibrated to (ε, δ/2), T_i at δ_i = share_i·δ/2 (Dong, Roth &
     Su 2022 Cor. 3.3; privacy/composition.py); golden values at ε = 1, δ = 1e-5, Δ0 = 100, I = 3, r = 1/3."""
-    plan = MECH.plan(EpsDelta(1.0, 1e-5), 100, DEFAULT)
+    plan = MECH.plan(EpsDelta(1.0, 1e-5), Params(100, DEFAULT))
     mu = 1 / analytic_gaussian_sigma(1.0, 0.5e-5)
     assert mu == pytest.approx(0.25745719589, abs=1e-11)
     for rp, share in zip(plan, [1 / 13, 3 / 13, 9 / 13], strict=True):
@@ -225,7 +226,7 @@ def test_release_rounds_report_and_cleanup(con, algo, shown):
     assert sorted(keys) == sorted(again.to_arrow().column("item").to_pylist())
     assert [r.index for r in rel.rounds] == [0, 1, 2] and all(r.released > 0 for r in rel.rounds)
     mech = get(algo)
-    plan = mech.plan(ZCDP(1.0, 1e-3), 10, mech.check_params({}))
+    plan = mech.plan(ZCDP(1.0, 1e-3), Params(10, mech.check_params({})))
     assert [(r.sigma, r.threshold, r.budget) for r in rel.rounds] == [(p.scale, p.threshold, p.budget) for p in plan]
     assert (rel.spent.rho, rel.spent.zcdp_delta) == (1.0, 1e-3)
     eps = duckdp.select(con, "t", algo=algo, epsilon=1.0, delta=1e-5, max_contributions=10, seed=4)
@@ -254,7 +255,7 @@ def test_mean_released_matches_monte_carlo_reference(con):
     """Mean per-round counts over 20 SQL seeds vs 400 reference runs with the same σ_i, T_i, within 4 SE."""
     users, items = random_sets(2000, 3000, 25, 11)
     make_table(con, "t", users, items)
-    plan = MECH.plan(ZCDP(1.0, 1e-3), 10, DEFAULT)
+    plan = MECH.plan(ZCDP(1.0, 1e-3), Params(10, DEFAULT))
     rng = np.random.default_rng(2024)
     ref = np.array([reference_dpsips(users, items, plan, 10, rng, 3000) for _ in range(400)], dtype=float)
     assert_rounds_match_reference(con, "dpsips", ref, min_mean=20)
@@ -278,7 +279,7 @@ def _bound(n):
 
 
 def test_audit_reference_novel_keys_released_at_most_delta():
-    plan = MECH.plan(AUDIT_BUDGET, AUDIT_D0, DEFAULT)
+    plan = MECH.plan(AUDIT_BUDGET, Params(AUDIT_D0, DEFAULT))
     for k in range(1, AUDIT_D0 + 1):
         assert _novel_probability(plan, k) <= AUDIT_BUDGET.delta
     users, items = random_sets(40, 30, 5, 0)
@@ -309,8 +310,8 @@ def test_audit_sql_novel_keys_released_at_most_delta(con):
     novel_users = np.repeat(np.arange(1000, 1000 + n_novel), AUDIT_D0)
     novel_items = np.arange(1000, 1000 + n_novel * AUDIT_D0)
     make_table(con, "t", np.concatenate([users, novel_users]), np.concatenate([items, novel_items]))
-    plan = MECH.plan(AUDIT_BUDGET, AUDIT_D0, DEFAULT)
-    params = DEFAULT | {"max_contributions": AUDIT_D0}
+    params = Params(AUDIT_D0, DEFAULT)
+    plan = MECH.plan(AUDIT_BUDGET, params)
 
     def frequency(p):
         hit = []

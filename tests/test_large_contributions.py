@@ -11,6 +11,7 @@ from scipy.special import ndtri
 import duckdp
 from duckdp import InvalidParameter, cli
 from duckdp.mechanisms import MECHANISMS
+from duckdp.mechanisms.base import Params
 from duckdp.privacy import calibration as cal
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.mad import biased_novelty
@@ -60,7 +61,7 @@ def test_huge_max_contributions_plan_in_under_a_second():
                 continue
             start = time.perf_counter()
             try:
-                plans = mech.plan(budget, 10**9, params)
+                plans = mech.plan(budget, Params(10**9, params))
             except InvalidParameter as exc:            # truncated geometric: π would need > 2M steps
                 assert name == "truncated_geometric" and "max_contributions" in str(exc)
                 continue
@@ -73,7 +74,7 @@ def test_huge_max_contributions_thresholds_grow_and_stay_private():
     from scipy.stats import norm
 
     budget = EpsDelta(1.0, 1e-5)
-    plans = [MECHANISMS["weighted_gaussian"].plan(budget, d0, {})[0] for d0 in (10**4, 10**6, 10**9, 10**12)]
+    plans = [MECHANISMS["weighted_gaussian"].plan(budget, Params(d0))[0] for d0 in (10**4, 10**6, 10**9, 10**12)]
     assert [p.threshold for p in plans] == sorted(p.threshold for p in plans)
     p = plans[2]
     assert -math.expm1(10**9 * norm.logcdf((p.threshold - 10**-4.5) / p.scale)) <= 5e-6 * (1 + 1e-9)

@@ -5,11 +5,10 @@ import json
 import os
 import shutil
 import stat
-import threading
 
 import duckdb
 import pytest
-from conftest import make_table, random_sets
+from conftest import make_table, random_sets, run_together, spend
 
 from duckdp import BudgetExceeded, LedgerError, Session
 from duckdp.ledger import chain_of
@@ -35,7 +34,7 @@ def guards(config_home) -> list:
 def charge(path, rho=0.1, **kw) -> Session:
     with duckdb.connect(path) as con:
         s = Session(con, rho=1.0, delta=1e-5, ledger_table="L", **kw)
-        s.select("t", algo="weighted_gaussian", rho=rho, delta=1e-6, **RUN)
+        spend(s, rho)
     return s
 
 
@@ -92,17 +91,7 @@ def test_concurrent_charges_keep_the_guard_current(db, config_home):
     """Eight sessions charge at once; the guard's anchor never moves back and the ledger reopens."""
     root = duckdb.connect(db)
     sessions = [Session(root.cursor(), rho=1.0, delta=1e-5, ledger_table="L") for _ in range(8)]
-    barrier = threading.Barrier(8)
-
-    def spend(s):
-        barrier.wait()
-        s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
-
-    threads = [threading.Thread(target=spend, args=(s,)) for s in sessions]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    assert run_together([lambda s=s: spend(s, 0.1) for s in sessions]) == [None] * 8
     root.close()
     assert reopen(db) == pytest.approx(0.8)
     (guard,) = guards(config_home)
@@ -325,23 +314,11 @@ def test_six_threads_creating_one_ledger(tmp_path, where, handles):
     for trial in range(20):
         root = duckdb.connect(path)
         cons = [root.cursor() if handles == "cursors" else duckdb.connect(path) for _ in range(6)]
-        barrier, errors = threading.Barrier(6), []
-
-        def open_ledger(c, name=f"L{trial}", barrier=barrier, errors=errors):
-            barrier.wait()
-            try:
-                Session(c, rho=1.0, delta=1e-5, ledger_table=name)
-            except Exception as exc:                     # noqa: BLE001 - collected and asserted below
-                errors.append(repr(exc))
-
-        threads = [threading.Thread(target=open_ledger, args=(c,)) for c in cons]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        errors = run_together([lambda c=c, name=f"L{trial}": Session(c, rho=1.0, delta=1e-5, ledger_table=name)
+                               for c in cons])
         for c in cons + [root]:
             c.close()
-        assert errors == [], f"trial {trial}"
+        assert errors == [None] * 6, f"trial {trial}"
     assert all(Session(keep, rho=1.0, delta=1e-5, ledger_table=f"L{trial}").spent.value == 0  # each reopens
                for trial in range(20))
     keep.close()

@@ -28,6 +28,7 @@ from scipy.stats import kstest
 import duckdp
 from duckdp.macros import macro_sql, secret_of_test_key
 from duckdp.mechanisms import get
+from duckdp.mechanisms.base import Params
 from duckdp.mechanisms.basic import gaussian_round
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.privacy.calibration import constant_novelty, gaussian_release_probability, weighted_l2_novelty
@@ -142,7 +143,7 @@ def test_sips_plan_equals_python(mcon, budget, ratio, iterations, algo, beta_min
     params = {"iterations": iterations, "ratio": ratio}
     if algo == "adaptive_sips":
         params.update(beta_min=beta_min, a_drop=-0.5, a_full=0.5)
-    plan = get(algo).plan(budget, 50, params)
+    plan = get(algo).plan(budget, Params(50, params))
     assert len(rows) == len(plan) == iterations
     for (a, d, sigma, threshold), p in zip(rows, plan, strict=True):
         want = p.budget.epsilon if kind == "epsilon" else p.budget.rho
@@ -196,7 +197,7 @@ def test_cli_dpsips_counts_match_expectation():
     probability 1 − Π_r (1 − Φ((w_i − T_r)/σ_r)), independently across keys and rounds. An even
     split (ratio 1) makes the rounds alike, so noise shared across rounds would show."""
     seeds = 20
-    plan = get("dpsips").plan(ZCDP(0.5, 1e-3), 4, {"iterations": 3, "ratio": 1.0})
+    plan = get("dpsips").plan(ZCDP(0.5, 1e-3), Params(4, {"iterations": 3, "ratio": 1.0}))
     w = np.array([3 + j % 4 for j in range(200)], dtype=float)
     miss = np.prod([1 - gaussian_release_probability(w, r.scale, r.threshold) for r in plan], axis=0)
     p = 1 - miss
@@ -551,8 +552,8 @@ def test_adaptive_sips_counts_match_expectation(mcon):
     · P(ŵ_j ≥ T_j): it continues while its noisy weight is neither released nor dropped. 20 runs,
     within 4 standard errors. Exercises the chained rounds, the drops and the per-round plan."""
     runs, a_drop = 20, -0.5
-    plan = get("adaptive_sips").plan(ZCDP(0.5, 1e-3), 4, {"iterations": 3, "ratio": 1.0, "beta_min": 0.5,
-                                                           "a_drop": a_drop, "a_full": 0.5})
+    plan = get("adaptive_sips").plan(ZCDP(0.5, 1e-3), Params(4, {"iterations": 3, "ratio": 1.0, "beta_min": 0.5,
+                                                           "a_drop": a_drop, "a_full": 0.5}))
     w = np.array([3 + j % 6 for j in range(200)], dtype=float)
     p, go_on = np.zeros_like(w), np.ones_like(w)
     for r in plan:
@@ -606,7 +607,7 @@ def test_adaptive_sips_rounds_equal_the_numpy_reference(mcon):
     sets = [np.flatnonzero(rng.random(m) < popularity / popularity.sum() * rng.integers(1, 9))[:8] for _ in range(300)]
     sets = [s for s in sets if len(s)]
     params = {"iterations": 3, "ratio": 1 / 3, "beta_min": 0.4, "a_drop": 0.3, "a_full": 1.5}
-    plan = get("adaptive_sips").plan(ZCDP(2.0, 1e-3), 8, params)
+    plan = get("adaptive_sips").plan(ZCDP(2.0, 1e-3), Params(8, params))
     trace: list = []
     want = reference(sets, m, plan, params, 8, rng, noise=lambda j, size: np.zeros(size), trace=trace)
     users = [u for u, s in enumerate(sets) for _ in s]

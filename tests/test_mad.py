@@ -12,7 +12,7 @@ from scipy.stats import norm
 import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get
-from duckdp.mechanisms.base import RoundPlan
+from duckdp.mechanisms.base import Params, RoundPlan
 from duckdp.mechanisms.mad import MadRound, unbiased_vectors
 from duckdp.mechanisms.mad import duckdb as mad_duckdb
 from duckdp.privacy.accountant import spent_of
@@ -101,12 +101,12 @@ def test_reroute_fraction_table(max_degree, f):
 
 def test_plan_matches_spec_test_vector_and_basic():
     """Spec §2 test vector; Corollary 5.2: the same σ and T as Basic."""
-    p = get("mad").plan(EpsDelta(1, 1e-5), 100, get("mad").check_params({}))[0]
+    p = get("mad").plan(EpsDelta(1, 1e-5), Params(100, get("mad").check_params({})))[0]
     assert (p.scale, p.threshold, p.extra.tau) == pytest.approx((3.884141, 20.789744, 32.442166), abs=1e-6)
-    basic = get("weighted_gaussian").plan(EpsDelta(1, 1e-5), 100, {})[0]
+    basic = get("weighted_gaussian").plan(EpsDelta(1, 1e-5), Params(100))[0]
     assert (p.scale, p.threshold) == (basic.scale, basic.threshold)
-    z = get("mad").plan(ZCDP(0.1, 1e-5), 100, get("mad").check_params({}))[0]
-    zb = get("weighted_gaussian").plan(ZCDP(0.1, 1e-5), 100, {})[0]
+    z = get("mad").plan(ZCDP(0.1, 1e-5), Params(100, get("mad").check_params({})))[0]
+    zb = get("weighted_gaussian").plan(ZCDP(0.1, 1e-5), Params(100))[0]
     assert (z.scale, z.threshold) == (zb.scale, zb.threshold)
     assert z.extra.reroute == max_reroute_fraction(1.0, 100)
 
@@ -134,7 +134,7 @@ def test_parameters_refused(con, algo, params, message):
 
 
 def test_smaller_reroute_fraction_allowed_and_guards():
-    p = get("mad").plan(EpsDelta(1, 1e-5), 100, get("mad").check_params({"reroute_fraction": 0.05}))[0]
+    p = get("mad").plan(EpsDelta(1, 1e-5), Params(100, get("mad").check_params({"reroute_fraction": 0.05})))[0]
     assert p.extra.reroute == 0.05
     assert reroute_fraction(None, 0.5, 1.2, 100) == max_reroute_fraction(0.5, 100) == 0.5 * 0.095
     with pytest.raises(InvalidParameter, match="reroute_fraction"):
@@ -298,7 +298,7 @@ def test_section_6_2_identity(con, max_degree):
     n, m = 3000, 300
     sets = [np.array([0, *(1 + rng.choice(m, 2, replace=False))]) for _ in range(n)]
     mech = get("mad")
-    plan = mech.plan(EpsDelta(1, 1e-5), 100, mech.check_params({"max_adaptive_degree": max_degree}))[0]
+    plan = mech.plan(EpsDelta(1, 1e-5), Params(100, mech.check_params({"max_adaptive_degree": max_degree})))[0]
     w = sql_weights(con, sets, m + 1, plan)[0]
     c = np.bincount(np.concatenate(sets), minlength=m + 1)
     assert c[1:].max() / 3 < plan.extra.tau < n / 3
@@ -312,7 +312,7 @@ def test_section_6_2_identity(con, max_degree):
 @pytest.mark.parametrize("split", [0.1, 1 / 3, 0.7])
 def test_mad2r_budget_composes_exactly(budget, split):
     mech = get("mad2r")
-    plans = mech.plan(budget, 100, mech.check_params({"split": split}))
+    plans = mech.plan(budget, Params(100, mech.check_params({"split": split})))
     b1, b2 = (p.budget for p in plans)
     spent = spent_of([b1, b2])
     if isinstance(budget, EpsDelta):
@@ -364,7 +364,7 @@ def test_audit_novel_user(con, monkeypatch, algo, budget):
     bound = d_novel + 4 * math.sqrt(d_novel * (1 - d_novel) / trials)
     assert rate <= bound
     if algo == "mad":
-        plan = get(algo).plan(budget, d0, get(algo).check_params({}))[0]
+        plan = get(algo).plan(budget, Params(d0, get(algo).check_params({})))[0]
         exact = 1 - norm.cdf((plan.threshold - d0 ** -0.5) / plan.scale) ** d0
         assert abs(rate - exact) < 4 * math.sqrt(exact * (1 - exact) / trials)
     halve_thresholds(monkeypatch, algo)                                     # power: a broken variant fails
@@ -383,7 +383,7 @@ def test_mad_released_count_matches_exact_expectation(con):
     to_table(con, "t", sets)
     mech = get("mad")
     budget = ZCDP(2.0, 1e-5)
-    plan = mech.plan(budget, 10, mech.check_params({}))[0]
+    plan = mech.plan(budget, Params(10, mech.check_params({})))[0]
     w = ref_weights(sets, m, plan)
     p = norm.cdf((w[support(sets, m)] - plan.threshold) / plan.scale)
     var = float(np.sum(p * (1 - p)))
@@ -401,7 +401,7 @@ def test_mad2r_released_count_matches_reference_monte_carlo(con):
     to_table(con, "t", sets)
     mech = get("mad2r")
     budget, params = ZCDP(2.0, 1e-5), {"c_lower": 1.0}
-    plans = mech.plan(budget, 10, mech.check_params(params))
+    plans = mech.plan(budget, Params(10, mech.check_params(params)))
     rng = np.random.default_rng(8)
     mc = np.array([[mask.sum() for mask in mad2r_release(sets, m, plans, 10, rng)] for _ in range(150)], dtype=float)
     assert mc[:, 2].mean() > 1, "round 2 must see biased keys"

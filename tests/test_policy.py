@@ -9,6 +9,7 @@ from conftest import DATA, leftovers, make_table, random_sets
 import duckdp
 from duckdp.errors import InvalidParameter
 from duckdp.mechanisms import get, policy
+from duckdp.mechanisms.base import Params
 from duckdp.mechanisms.policy import duckdb as policy_duckdb
 from duckdp.mechanisms.policy.updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
 from duckdp.privacy.budget import ZCDP, EpsDelta
@@ -137,7 +138,7 @@ def test_gw_spill_over_creates_several_novel_keys():
 
 def _cutoff(algo: str, budget, d0: int, **params) -> tuple:
     """(T, scale, Γ) of `algo`'s plan."""
-    (plan,) = get(algo).plan(budget, d0, get(algo).check_params(_opt(algo) | params))
+    (plan,) = get(algo).plan(budget, Params(d0, get(algo).check_params(_opt(algo) | params)))
     return plan.threshold, plan.scale, plan.extra.cutoff
 
 
@@ -316,14 +317,14 @@ def test_golden_thresholds():
     """ε = 3, δ = e^-10, Δ0 = 100: σ = 1.3328, T = 6.8237, Γ = 10.82 (α = 3) / 13.49 (α = 5)."""
     budget = EpsDelta(3, math.exp(-10))
     for algo, alpha, cutoff in [("policy_gaussian", 3, 10.82), ("policy_gaussian_l1", 5, 13.49)]:
-        (plan,) = get(algo).plan(budget, 100, {"alpha": float(alpha)})
+        (plan,) = get(algo).plan(budget, Params(100, {"alpha": float(alpha)}))
         assert plan.scale == pytest.approx(1.3328, abs=5e-5)
         assert plan.threshold == pytest.approx(6.8237, abs=5e-5)
         assert plan.extra.cutoff == pytest.approx(cutoff, abs=5e-3)
-    (lap,) = get("policy_laplace").plan(budget, 100, {"alpha": 3.0})
+    (lap,) = get("policy_laplace").plan(budget, Params(100, {"alpha": 3.0}))
     assert lap.scale == pytest.approx(1 / 3)
     assert lap.extra.cutoff == pytest.approx(lap.threshold + 1, rel=1e-12)
-    (gw,) = get("gw").plan(budget, 100, {"alpha": 3.0})
+    (gw,) = get("gw").plan(budget, Params(100, {"alpha": 3.0}))
     assert gw.threshold == pytest.approx(1 + math.log(1 / (2 * math.exp(-10))) / 3, rel=1e-9)
 
 
@@ -347,7 +348,7 @@ def test_released_count_matches_expectation(con, algo, budget):
     """For a fixed histogram, releases with fresh noise average Σ P(w + noise ≥ T) (Alg. 1)."""
     make_table(con, "t", *_with_repeats(*random_sets(4000, 2000, 15, 7), 7))
     mech = get(algo)
-    (plan,) = mech.plan(budget, 15, mech.check_params(_opt(algo)))
+    (plan,) = mech.plan(budget, Params(15, mech.check_params(_opt(algo))))
     ctx = RunContext(con, resolve(con, "t", "user_id", "item", "c"), Randomness(3))
     try:
         stages = DuckDBStages(ctx)

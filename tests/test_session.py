@@ -2,12 +2,11 @@
 ledger that is atomic across connections and detects tampering (issues #12 and #14)."""
 import json
 import math
-import threading
 from fractions import Fraction
 
 import duckdb
 import pytest
-from conftest import leftovers, make_table, random_sets
+from conftest import leftovers, make_table, random_sets, run_together, spend
 from dp_accounting import GaussianDpEvent, LaplaceDpEvent
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from hypothesis import example, given, settings
@@ -260,22 +259,10 @@ def test_ledger_survives_restart(db_file):
 
 def _race(sessions, table="t") -> list[bool]:
     """Both sessions spend ρ = 0.6 of 1.0 at the same moment; which succeeded."""
-    barrier, ok = threading.Barrier(len(sessions)), [False] * len(sessions)
-
-    def spend(i):
-        barrier.wait()
-        try:
-            sessions[i].select(table, algo="weighted_gaussian", rho=0.6, delta=1e-6, **RUN)
-            ok[i] = True
-        except BudgetExceeded:
-            pass
-
-    threads = [threading.Thread(target=spend, args=(i,)) for i in range(len(sessions))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    return ok
+    errors = run_together([lambda s=s: spend(s, 0.6, table) for s in sessions])
+    if not all(e is None or isinstance(e, BudgetExceeded) for e in errors):
+        raise next(e for e in errors if e is not None and not isinstance(e, BudgetExceeded))
+    return [e is None for e in errors]
 
 
 @pytest.mark.parametrize("mode", ["two connections to one file", "two cursors of one connection"])
@@ -301,17 +288,7 @@ def test_check_and_charge_is_atomic_across_sessions(tmp_path, mode):
 def test_concurrent_charges_under_budget_all_land_in_order(t):
     """Eight sessions on one ledger each spend 0.1 of 1.0 at once: all succeed, seq 0..7, chain intact."""
     sessions = [Session(t.cursor(), rho=1.0, delta=1e-5, ledger_table="L") for _ in range(8)]
-    barrier = threading.Barrier(8)
-
-    def spend(s):
-        barrier.wait()
-        s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
-
-    threads = [threading.Thread(target=spend, args=(s,)) for s in sessions]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    assert run_together([lambda s=s: spend(s, 0.1) for s in sessions]) == [None] * 8
     s = Session(t, rho=1.0, delta=1e-5, ledger_table="L")
     assert [r["seq"] for r in s.ledger.to_pylist()] == list(range(8))
     assert s.spent.value == pytest.approx(0.8)
@@ -319,8 +296,8 @@ def test_concurrent_charges_under_budget_all_land_in_order(t):
 
 def _two_charges(con, **kw) -> Session:
     s = Session(con, rho=1.0, delta=1e-5, ledger_table="L", **kw)
-    s.select("t", algo="weighted_gaussian", rho=0.1, delta=1e-6, **RUN)
-    s.select("t", algo="weighted_gaussian", rho=0.2, delta=1e-6, **RUN)
+    spend(s, 0.1)
+    spend(s, 0.2)
     return s
 
 

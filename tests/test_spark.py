@@ -18,6 +18,7 @@ from conftest import DATA
 
 import duckdp
 from duckdp.errors import DataError, InvalidParameter, SchemaError
+from duckdp.mechanisms.base import Params
 
 pytestmark = pytest.mark.spark      # JVM start-up: run with `-m spark` (.ci/run does)
 pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'duckdp[spark]')")
@@ -104,7 +105,7 @@ def test_mad_weights_template_on_spark_equals_duckdb(spark):
     table = shared("reddit_1pct_unigrams")
     d0 = max_keys_per_user(table)
     mech = get("mad")
-    (plan,) = mech.plan(EpsDelta(1.0, 1e-5), d0, mech.check_params({"max_adaptive_degree": 50}))
+    (plan,) = mech.plan(EpsDelta(1.0, 1e-5), Params(d0, mech.check_params({"max_adaptive_degree": 50})))
     stages = SparkStages(spark, spark_resolve(spark, spark.createDataFrame(table), "user_id", "item"), Randomness(1))
     try:
         vectors = mad_spark.mad_vectors(stages, stages.truncate(stages.sized(stages.pairs()), d0))

@@ -9,6 +9,7 @@ from scipy.optimize import linprog
 
 import duckdp
 from duckdp.mechanisms import get
+from duckdp.mechanisms.base import Params
 from duckdp.mechanisms.truncated_geometric import keep_probabilities
 from duckdp.privacy.budget import EpsDelta
 
@@ -75,7 +76,7 @@ def test_recurrence_is_monotone_reaches_one_and_first_values():
 
 
 def test_plan_splits_the_budget_over_max_contributions():
-    (plan,) = get("truncated_geometric").plan(EpsDelta(1.0, 1e-5), 10, {})
+    (plan,) = get("truncated_geometric").plan(EpsDelta(1.0, 1e-5), Params(10))
     assert (plan.extra.per_key_epsilon, plan.extra.per_key_delta) == (pytest.approx(0.1), pytest.approx(1e-6))
     assert plan.threshold == len(keep_probabilities(0.1, 1e-6)) + 1
     assert plan.scale == pytest.approx(10.0)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from types import ModuleType
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType, ModuleType
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -15,7 +15,11 @@ from ..errors import InternalError, InvalidParameter
 from ..privacy.budget import ZCDP, Budget, EpsDelta
 from ..privacy.events import CalibratedEvent, ComposedEvent, round_event
 from ..stages.base import Engine
+from ..validation import max_contributions as check_max_contributions
+from ..validation import mechanism_params
 from .guarantee import RoundGuarantee, basic_bound
+
+KEYS = "a key set"                      # `Mechanism.output` of the partition-selection mechanisms
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,41 @@ class Param:
     default: Any
     doc: str
     check: Callable[[Any], Any] | None = None
+
+
+@dataclass(frozen=True)
+class Params(Mapping[str, Any]):
+    """One run's parameters, frozen: Δ0 and the mechanism's own validated settings.
+
+    Δ0 is `max_contributions` (validated here, validation.max_contributions; None for a mechanism that
+    bounds no user's keys, count release); the mechanism's settings (`Mechanism.check_params`) read as
+    a read-only mapping, `params["alpha"]`. `plan` and `run` both take this object, so Δ0 has one
+    source; `select`'s automatic Δ0 builds a new one per candidate Δ0, never edits one.
+    """
+
+    max_contributions: int | None
+    settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.max_contributions is not None:
+            object.__setattr__(self, "max_contributions", check_max_contributions(self.max_contributions))
+        object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+
+    @property
+    def delta0(self) -> int:
+        """Δ0 of a mechanism that truncates users to Δ0 keys (an InternalError where the run has none)."""
+        if self.max_contributions is None:
+            raise InternalError("invariant failed: a mechanism that truncates users was given no Δ0")
+        return self.max_contributions
+
+    def __getitem__(self, name: str) -> Any:
+        return self.settings[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.settings)
+
+    def __len__(self) -> int:
+        return len(self.settings)
 
 
 @dataclass(frozen=True)
@@ -146,6 +185,14 @@ class Mechanism(ABC):
     # its folder: duckdp/mechanisms/<family>/<engine>.py (see `own_stages`).
     engines: ClassVar[tuple[str, ...]] = ("duckdb", "spark")
     engine_note: ClassVar[str] = ""        # why an engine is missing, for the refusal
+    # What a release of this mechanism holds and the entry point that makes it: key-set mechanisms run
+    # through `select`; count release (keys with noisy counts) only through `count_release`, and
+    # `mechanisms.get` refuses to hand one kind to the other's entry point.
+    output: ClassVar[str] = KEYS
+    entry_point: ClassVar[str] = "duckdp.select"
+    # Whether a parameter given as None means its default (select's keywords, the CLI) or is refused
+    # like any other bad value (count_release, whose keywords carry their defaults).
+    none_is_default: ClassVar[bool] = True
 
     def own_stages(self, engine: Engine) -> ModuleType:
         """The family's own stages for `engine`: the module `<engine.name>` in the mechanism's folder
@@ -158,23 +205,10 @@ class Mechanism(ABC):
             raise InvalidParameter(self.engine_note or f"{self.name} runs only on {', '.join(self.engines)}, "
                                    f"not on {engine}")
 
-    def check_params(self, given: dict) -> dict:
-        """Fill defaults and validate; unknown names are errors (typos must not pass silently)."""
-        given = dict(given)
-        if self.unproven:
-            if given.pop("allow_unproven", False) is not True:
-                raise InvalidParameter(f"{self.name}: {self.unproven} It runs only with allow_unproven=True "
-                                       "(e.g. to reproduce published baselines); do not use it to protect real data.")
-        known = {p.name: p for p in self.params}
-        unknown = sorted(set(given) - set(known))
-        if unknown:
-            hint = f"; it takes {', '.join(sorted(known))}" if known else "; it takes no extra parameters"
-            raise InvalidParameter(f"{self.name} does not take {', '.join(unknown)}{hint}")
-        out = {}
-        for p in self.params:
-            value = p.default if given.get(p.name) is None else given[p.name]   # None: the default
-            out[p.name] = p.check(value) if (p.check and value is not None) else value
-        return out
+    def check_params(self, given: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The mechanism's own settings, defaults filled and validated (validation.mechanism_params),
+        read-only; `Params(max_contributions, settings)` adds Δ0 for `plan` and `run`."""
+        return MappingProxyType(mechanism_params(self.name, self.params, given, self.unproven, self.none_is_default))
 
     def check_budget(self, budget: Budget) -> None:
         if not isinstance(budget, self.budgets):
@@ -182,15 +216,16 @@ class Mechanism(ABC):
             raise InvalidParameter(f"{self.name} takes a budget given as {kinds} with delta=")
 
     @abstractmethod
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
-        """Every round's budget, noise scale and threshold, computed without data."""
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
+        """Every round's budget, noise scale and threshold, computed without data (Δ0:
+        `params.delta0`); pure."""
 
     @abstractmethod
-    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
+    def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
         """Compose the engine's generic stages (`stages`, a duckdp.stages.base.Engine) and the family's
         own (`self.own_stages(stages)`); return the released keys and the executed rounds."""
 
-    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
+    def explain_round(self, index: int, plan: RoundPlan, params: Params) -> RoundGuarantee:
         """What round `index` guarantees in users; by default the Basic bound for `exponent`."""
         if self.exponent is None:
             return RoundGuarantee("none", "not translated to users")

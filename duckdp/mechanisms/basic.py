@@ -27,7 +27,7 @@ from ..privacy.calibration import (
 )
 from ..privacy.composition import gaussian_rounds
 from ..stages.base import Engine, Frame
-from .base import Mechanism, Round, RoundPlan, approx_budget
+from .base import Mechanism, Params, Round, RoundPlan, approx_budget
 
 
 def gaussian_round(budget: Budget, max_contributions: int, sensitivity: float = 1.0,
@@ -84,9 +84,9 @@ def basic_weights(stages: Engine, max_contributions: int, exponent: float, pairs
 class _Basic(Mechanism):
     exponent: ClassVar[float]           # every Basic variant sets its weighting exponent
 
-    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
+    def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
         (round_plan,) = plan
-        weights = basic_weights(stages, params["max_contributions"], self.exponent)
+        weights = basic_weights(stages, params.delta0, self.exponent)
         table = stages.output(stages.release(weights, round_plan))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
 
@@ -98,8 +98,8 @@ class WeightedGaussian(_Basic):
     summary = "Each user adds 1/√|W̄| to each kept key; Gaussian noise; one threshold."
     exponent = 0.5
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
-        return [gaussian_round(budget, max_contributions)]
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
+        return [gaussian_round(budget, params.delta0)]
 
 
 class CountGaussian(_Basic):
@@ -108,7 +108,8 @@ class CountGaussian(_Basic):
     summary = "Each user adds 1 to each kept key; Gaussian noise scaled by √Δ0; threshold in count units."
     exponent = 0.0
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
+        max_contributions = params.delta0
         # Counts have ℓ2 sensitivity √Δ0 and a novel key's count is at most 1 (journal Thm A.2).
         return [gaussian_round(budget, max_contributions, math.sqrt(max_contributions), constant_novelty(1.0))]
 
@@ -120,8 +121,8 @@ class WeightedLaplace(_Basic):
     budgets = (EpsDelta,)
     exponent = 1.0
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
-        return [laplace_round(approx_budget(budget), max_contributions)]
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
+        return [laplace_round(approx_budget(budget), params.delta0)]
 
 
 class CountLaplace(_Basic):
@@ -131,7 +132,8 @@ class CountLaplace(_Basic):
     budgets = (EpsDelta,)
     exponent = 0.0
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
+        max_contributions = params.delta0
         # Counts have ℓ1 sensitivity Δ0 and a novel key's count is at most 1 (journal Thm A.1).
         return [laplace_round(approx_budget(budget), max_contributions, float(max_contributions),
                               constant_novelty(1.0))]

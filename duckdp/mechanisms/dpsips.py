@@ -28,7 +28,7 @@ import pyarrow as pa
 from ..errors import InternalError, InvalidParameter
 from ..privacy.budget import Budget
 from ..stages.base import Engine, Frame
-from .base import Mechanism, Param, Round, RoundPlan
+from .base import Mechanism, Param, Params, Round, RoundPlan
 from .basic import basic_weights, composed_gaussian_rounds
 from .guarantee import RoundGuarantee
 
@@ -77,7 +77,7 @@ class DPSIPS(Mechanism):
 
     exponent = 0.5
 
-    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
+    def explain_round(self, index: int, plan: RoundPlan, params: Params) -> RoundGuarantee:
         g = super().explain_round(index, plan, params)
         if index:
             g.notes.append("keys released in earlier rounds are removed, so holders' sets only shrink")
@@ -91,14 +91,14 @@ class DPSIPS(Mechanism):
             raise InternalError("every DP-SIPS round has a Gaussian release probability")
         return (lambda n, k: 1.0 - np.prod([1.0 - f(n, k) for f in fns], axis=0)), []
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
         # Alg. 2 rounds (Thm 13; Gopi et al. Thm 5.1) with Alg. 3's geometric shares, composed exactly.
         shares = round_shares(params["iterations"], params["ratio"])
-        plans = composed_gaussian_rounds(budget, shares, max_contributions)
+        plans = composed_gaussian_rounds(budget, shares, params.delta0)
         return [replace(rp, extra=SipsRound(share)) for share, rp in zip(shares, plans, strict=True)]
 
-    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
-        max_contributions = params["max_contributions"]
+    def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
+        max_contributions = params.delta0
         pairs = stages.store(stages.pairs(), "pairs")           # distinct pairs, read from the input once
         released = stages.empty_keys(pairs)                     # P_0 ∪ … ∪ P_{i−1}
         rounds = []

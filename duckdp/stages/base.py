@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..rng import Randomness
 
 Frame = Any     # the engine's handle: DuckDB `Query`, Spark DataFrame
 # rule(weights, noisy) -> (mask of rows to keep, {column: values} added to the kept rows); weights are
@@ -36,6 +39,7 @@ class Engine(ABC):
 
     name: str          # the engine's registry name ("duckdb", "spark"): picks a mechanism's own stages
     source: Any        # the resolved input (`key_names`, `description`, `keys` = internal key columns)
+    randomness: Randomness   # the run's keyed randomness (salts, noise), for numpy steps of a mechanism
 
     # -- shared stages ----------------------------------------------------------------------
     @abstractmethod

@@ -55,6 +55,7 @@ class DuckDBStages(Engine):
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx        # DuckDB-only: a mechanism's own DuckDB stages (its folder's duckdb.py) use it
+        self.randomness = ctx.randomness
         self._passes: int | None = None
         self._tables: dict[str, str] = {}     # SQL of a stored frame → its TEMP table name
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -61,7 +61,8 @@ from ...privacy.calibration import capped_l2_novelty, gaussian_threshold
 from ...privacy.composition import gaussian_rounds
 from ...privacy.mad import check_beta_min
 from ...stages.base import Engine, Frame, Rule
-from ..base import Mechanism, Param, Round, RoundPlan
+from ...validation import not_above
+from ..base import Mechanism, Param, Params, Round, RoundPlan
 from ..dpsips import _check_iterations, _check_ratio, round_shares
 from ..guarantee import RoundGuarantee, noise_probability, weighting_text
 
@@ -103,7 +104,8 @@ def round_plans(budget: Budget, max_contributions: int, shares: list[float], cap
     return plans
 
 
-def next_state(weights: np.ndarray, noisy: np.ndarray, plan: RoundPlan, params: dict) -> tuple[np.ndarray, np.ndarray]:
+def next_state(weights: np.ndarray, noisy: np.ndarray, plan: RoundPlan,
+               params: Params) -> tuple[np.ndarray, np.ndarray]:
     """Steps 5–6 on every key of ∪_u R_u (weights NaN off ∪R̃_u): (released, level). O_j = keys of ∪R̃_u
     with ŵ ≥ T_j; z = ŵ/σ_j: level 0 (out of play) if released or z < a_drop, 1 if z ≥ a_full, else
     β_min. A function of ŵ and the threshold bit only (post-processing)."""
@@ -116,7 +118,7 @@ def next_state(weights: np.ndarray, noisy: np.ndarray, plan: RoundPlan, params: 
 STATE_COLUMNS = {"_dp_level": "double", "_dp_released": "boolean"}
 
 
-def state_rule(plan: RoundPlan, params: dict) -> Rule:
+def state_rule(plan: RoundPlan, params: Params) -> Rule:
     """`next_state` as the rule of the generic `decide` stage: keys still in play or released this round
     get a state row (`_dp_level`, `_dp_released`)."""
     def rule(weights: np.ndarray, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -141,13 +143,12 @@ class AdaptiveSIPS(Mechanism):
 
     exponent = 0.5
 
-    def check_params(self, given: dict) -> dict:
-        params = super().check_params(given)
-        if params["a_drop"] > params["a_full"]:
-            raise InvalidParameter(f"a_drop={params['a_drop']:g} must not exceed a_full={params['a_full']:g}")
-        return params
+    def check_params(self, given: Mapping[str, Any]) -> Mapping[str, Any]:
+        settings = super().check_params(given)
+        not_above("a_drop", settings["a_drop"], "a_full", settings["a_full"])
+        return settings
 
-    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
+    def explain_round(self, index: int, plan: RoundPlan, params: Params) -> RoundGuarantee:
         """Round 0 is Weighted Gaussian (a bound); later rounds drop keys and lower levels from earlier
         noisy weights, so their numbers (a key at level 1 gets ≥ 1/√k from each holder) are a reference."""
         probability = noise_probability(plan.noise, plan.scale, plan.threshold, 0.5)
@@ -164,13 +165,13 @@ class AdaptiveSIPS(Mechanism):
         return rounds[0].probability, [("guarantee from round 0 alone (the whole release is at least as likely); "
                                        "later rounds usually release most keys, near the reference numbers")]
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
         shares = round_shares(params["iterations"], params["ratio"])
         caps = round_caps(params["iterations"], params["beta_min"])
-        return round_plans(budget, max_contributions, shares, caps)
+        return round_plans(budget, params.delta0, shares, caps)
 
-    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
-        max_contributions = params["max_contributions"]
+    def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
+        max_contributions = params.delta0
         own = self.own_stages(stages)
         pairs = stages.store(stages.pairs(), "pairs")             # distinct pairs, read from the input once
         state, rounds = None, []

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...stages import Query
 from ...stages.duckdb import DuckDBStages, merge
-from ..base import RoundPlan
+from ..base import Params, RoundPlan
 from . import STATE_COLUMNS, state_rule
 
 
@@ -30,7 +30,7 @@ def weights(engine: DuckDBStages, vectors: Query) -> Query:
                         vectors.params)
 
 
-def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query | None, plan: RoundPlan, params: dict,
+def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query | None, plan: RoundPlan, params: Params,
           index: int) -> tuple[Query, int]:
     """Noise on EVERY key of ∪R_u [adaptive_sips_universe.sql over adaptive_sips_in_play_first.sql in round 1,
     else adaptive_sips_in_play.sql: the state's keys in play], `next_state` by the generic `decide`

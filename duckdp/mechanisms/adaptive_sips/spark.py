@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...spark.stages import SparkStages
-from ..base import RoundPlan
+from ..base import Params, RoundPlan
 from . import STATE_COLUMNS, state_rule
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def weights(engine: SparkStages, vectors: DataFrame) -> DataFrame:
 
 
 def state(engine: SparkStages, remaining: DataFrame, vectors: DataFrame, state: DataFrame | None, plan: RoundPlan,
-          params: dict, index: int) -> tuple[DataFrame, int]:
+          params: Params, index: int) -> tuple[DataFrame, int]:
     """Noise on every key of ∪R_u (sql/adaptive_sips_universe.sql), the mechanism's rule
     (`next_state`) by the generic `decide` stage → stored state (keys in play or released
     this round, plus those released earlier) and the number released this round."""

@@ -1,4 +1,4 @@
-"""Private Count Release's own stage on DuckDB (template in ./sql; the mechanism: duckdp/count_release.py)."""
+"""Private Count Release's own stage on DuckDB (template in ./sql; the mechanism: ./__init__.py)."""
 from __future__ import annotations
 
 import pyarrow as pa

@@ -1,4 +1,4 @@
-"""Private Count Release's own stage on Spark (the DuckDB template: ./sql; the mechanism: duckdp/count_release.py)."""
+"""Private Count Release's own stage on Spark (the DuckDB template: ./sql; the mechanism: ./__init__.py)."""
 from __future__ import annotations
 
 import pyarrow as pa

@@ -47,7 +47,7 @@ from ...privacy.mad import (
     reroute_fraction,
 )
 from ...stages.base import Engine, Frame, Rule
-from ..base import Mechanism, Param, Round, RoundPlan
+from ..base import Mechanism, Param, Params, Round, RoundPlan
 from ..basic import composed_gaussian_rounds, gaussian_round
 from ..guarantee import RoundGuarantee, basic_bound
 
@@ -75,12 +75,12 @@ class MadRound:
     upper: float | None = None
 
 
-def _mad_round(plan: RoundPlan, max_contributions: int, params: dict, beta_min: float = 1.0, beta_max: float = 1.0,
+def _mad_round(plan: RoundPlan, params: Params, beta_min: float = 1.0, beta_max: float = 1.0,
                requested_f: float | None = None, lower: float | None = None,
                upper: float | None = None) -> RoundPlan:
     """One MAD round on a Gaussian round's σ, T (T with ρ(k) = β_max/√k, §2, Lemma 5.4): τ = T + bσ, f (§5)."""
     # Default Δ_max = Δ0; when Δ0 < Δ_min no user can be adaptive and Δ_max only sets f (spec §5).
-    max_degree = params["max_adaptive_degree"] or max(max_contributions, params["adaptive_min_degree"])
+    max_degree = params["max_adaptive_degree"] or max(params.delta0, params["adaptive_min_degree"])
     check_degrees(params["adaptive_min_degree"], max_degree)
     return replace(plan, extra=MadRound(
         tau=adaptive_threshold(plan.threshold, plan.scale, params["adaptive_excess"], beta_max),
@@ -89,7 +89,7 @@ def _mad_round(plan: RoundPlan, max_contributions: int, params: dict, beta_min: 
         lower=lower, upper=upper))
 
 
-def _mad_guarantee(plan: RoundPlan, params: dict, bound: bool) -> RoundGuarantee:
+def _mad_guarantee(plan: RoundPlan, params: Params, bound: bool) -> RoundGuarantee:
     """MAD dominates Basic with the same σ, T (Chen et al. ICML 2025 Thm 6.1; spec §7):
     P ≥ min(P_Basic, Φ(b)); a MAD2R second round has only the Basic numbers as a reference."""
     basic = basic_bound(plan, 0.5)
@@ -149,18 +149,19 @@ class Mad(Mechanism):
 
     exponent = 0.5
 
-    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
+    def explain_round(self, index: int, plan: RoundPlan, params: Params) -> RoundGuarantee:
         return _mad_guarantee(plan, params, bound=True)
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
+        max_contributions = params.delta0
         plan = gaussian_round(budget, max_contributions)                      # ρ(k) = 1/√k (Lemma 5.4)
-        return [_mad_round(plan, max_contributions, params, requested_f=params["reroute_fraction"])]
+        return [_mad_round(plan, params, requested_f=params["reroute_fraction"])]
 
-    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
+    def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
         (round_plan,) = plan
         own = self.own_stages(stages)
         pairs = stages.store(stages.sized(stages.pairs()), "pairs")     # read from the input once
-        vectors = unbiased_vectors(stages, own, pairs, params["max_contributions"])
+        vectors = unbiased_vectors(stages, own, pairs, params.delta0)
         table = stages.output(stages.release(own.mad_weights(stages, vectors, round_plan), round_plan))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
 
@@ -182,26 +183,27 @@ class Mad2R(Mechanism):
 
     exponent = 0.5
 
-    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
+    def explain_round(self, index: int, plan: RoundPlan, params: Params) -> RoundGuarantee:
         return _mad_guarantee(plan, params, bound=index == 0)
 
     def explain_overall(self, rounds: list[RoundGuarantee]) -> tuple[Callable | None, list[str]]:
         return rounds[0].probability, [("guarantee from round 0 alone (the whole release is at least as likely); "
                                        "round 1 usually releases most keys, near its reference numbers")]
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
+        max_contributions = params.delta0
         # Both rounds have ℓ2 sensitivity 1 (Lemma 5.8), composed exactly with shares α, 1 − α (spec §6).
         alpha = params["split"]
         rounds = composed_gaussian_rounds(budget, [alpha, 1 - alpha], max_contributions,
                                           [biased_novelty(1.0), biased_novelty(params["beta_max"])])
-        plan1 = _mad_round(rounds[0], max_contributions, params)                # unbiased MAD, ρ(k) = 1/√k
-        plan2 = _mad_round(rounds[1], max_contributions, params, params["beta_min"], params["beta_max"],
+        plan1 = _mad_round(rounds[0], params)                # unbiased MAD, ρ(k) = 1/√k
+        plan2 = _mad_round(rounds[1], params, params["beta_min"], params["beta_max"],
                            lower=params["c_lower"] * plan1.scale, upper=params["c_upper"] * plan1.scale)
         return [plan1, plan2]
 
-    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
+    def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
         plan1, plan2 = plan
-        max_contributions = params["max_contributions"]
+        max_contributions = params.delta0
         own = self.own_stages(stages)
         pairs = stages.store(stages.sized(stages.pairs()), "pairs")     # read from the input once
         vectors1 = unbiased_vectors(stages, own, pairs, max_contributions)

@@ -30,7 +30,7 @@ from ...privacy.budget import Budget, EpsDelta
 from ...privacy.calibration import laplace_scale, laplace_threshold, weighted_l1_novelty
 from ...stages import Query
 from ...stages.base import Engine
-from ..base import Mechanism, Param, Round, RoundPlan, approx_budget
+from ..base import Mechanism, Param, Params, Round, RoundPlan, approx_budget
 from ..basic import gaussian_round, laplace_round
 from ..guarantee import RoundGuarantee, basic_bound
 from .updates import greedy_fill, l1_descent, l1_descent_l2, l2_descent
@@ -126,7 +126,7 @@ class _Sequential(Mechanism):
                    "DuckDB; on Spark use weighted_gaussian, dpsips, adaptive_sips, mad or mad2r")
     counted = False          # GW ranks keys by row count and skips deduplication and truncation
 
-    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
+    def explain_round(self, index: int, plan: RoundPlan, params: Params) -> RoundGuarantee:
         """The threshold applies to the policy's weights, which depend on the order of users; a key
         whose weight reaches Γ is released with P(Γ + noise ≥ T). The users table assumes an even
         split of each user's budget (a reference, not a bound)."""
@@ -138,10 +138,10 @@ class _Sequential(Mechanism):
         bound = basic_bound(plan, self.exponent)
         return RoundGuarantee("reference", bound.weighting + " while below Γ (even split)", bound.probability, [note])
 
-    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
+    def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
         (round_plan,) = plan
         weights, items = sequential_histogram(stages, self.update, round_plan.extra.cutoff, self.counted,
-                                              params["max_contributions"])
+                                              params.delta0)
         table = stages.output(self.own_stages(stages).policy_release(stages, weights, items, round_plan))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
 
@@ -158,9 +158,9 @@ class PolicyLaplace(_Sequential):
     exponent = 1.0
     update = staticmethod(l1_descent)
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
         # λ = 1/ε, ρ_Lap = max_t [1/t + λ log(1/(2(1−(1−δ)^{1/t})))] (journal Alg. 3, Thm 4.1)
-        return [with_cutoff(laplace_round(approx_budget(budget), max_contributions), params["alpha"])]
+        return [with_cutoff(laplace_round(approx_budget(budget), params.delta0), params["alpha"])]
 
 
 class PolicyGaussian(_Sequential):
@@ -175,9 +175,9 @@ class PolicyGaussian(_Sequential):
     exponent = 0.5
     update = staticmethod(l2_descent)
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
         # σ and T of journal Thm 5.1 ((ε, δ)) or DP-SIPS Alg. 2 (zCDP); Γ = T + α·σ (Alg. 5)
-        return [with_cutoff(gaussian_round(budget, max_contributions), params["alpha"])]
+        return [with_cutoff(gaussian_round(budget, params.delta0), params["alpha"])]
 
 
 class PolicyGaussianL1(PolicyGaussian):
@@ -231,7 +231,7 @@ class GW(_Sequential):
     truncates = False
     update = staticmethod(greedy_fill)
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
         scale = laplace_scale(approx_budget(budget).epsilon)
         # T = max_{t ≤ 1} [1/t + λ log(1/(2(1−(1−δ)^{1/t})))] = 1 + λ log(1/(2δ)) (Thm 4.1 form, one novel key)
         threshold = laplace_threshold(scale, budget.delta, 1, weighted_l1_novelty)

@@ -27,7 +27,7 @@ import pyarrow as pa
 from ...errors import InvalidParameter
 from ...privacy.budget import Budget, EpsDelta
 from ...stages.base import Engine
-from ..base import Mechanism, Round, RoundPlan, approx_budget
+from ..base import Mechanism, Params, Round, RoundPlan, approx_budget
 from ..basic import basic_weights
 from ..guarantee import RoundGuarantee
 
@@ -66,13 +66,13 @@ class TruncatedGeometric(Mechanism):
     budgets = (EpsDelta,)
     exponent = 0.0
 
-    def plan(self, budget: Budget, max_contributions: int, params: dict) -> list[RoundPlan]:
-        per_key = approx_budget(budget).scaled(1.0 / max_contributions)
+    def plan(self, budget: Budget, params: Params) -> list[RoundPlan]:
+        per_key = approx_budget(budget).scaled(1.0 / params.delta0)
         always = len(keep_probabilities(per_key.epsilon, per_key.delta)) + 1      # n*: π(n*) = 1
         return [RoundPlan(budget, "uniform", 1.0 / per_key.epsilon, float(always),
                           GeometricRound(per_key.epsilon, per_key.delta))]
 
-    def explain_round(self, index: int, plan: RoundPlan, params: dict) -> RoundGuarantee:
+    def explain_round(self, index: int, plan: RoundPlan, params: Params) -> RoundGuarantee:
         """A key held by N users is kept with exactly π(N) (Desfontaines et al. 2022 Thm 1)."""
         probs = np.concatenate([[0.0], keep_probabilities(plan.extra.per_key_epsilon, plan.extra.per_key_delta)])
         keep = lambda n, k: np.where(n < len(probs), probs[np.minimum(n, len(probs) - 1).astype(np.int64)], 1.0)
@@ -80,9 +80,9 @@ class TruncatedGeometric(Mechanism):
             (f"per-key budget ε = {plan.extra.per_key_epsilon:.4g}, δ = {plan.extra.per_key_delta:.3g}; "
             f"keys with ≥ {int(plan.threshold):,} users are always kept")])
 
-    def run(self, stages: Engine, plan: list[RoundPlan], params: dict) -> tuple[pa.Table, list[Round]]:
+    def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
         (round_plan,) = plan
         probs = keep_probabilities(round_plan.extra.per_key_epsilon, round_plan.extra.per_key_delta)
-        counts = basic_weights(stages, params["max_contributions"], 0.0)
+        counts = basic_weights(stages, params.delta0, 0.0)
         table = stages.output(self.own_stages(stages).geometric_release(stages, counts, probs))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
