@@ -16,6 +16,7 @@ import duckdp
 from duckdp import cli
 from duckdp.errors import BudgetExceeded, InvalidParameter, SchemaError
 from duckdp.lifecycle import open_run
+from duckdp.mechanisms.base import Params
 from duckdp.mechanisms.aggregate import duckdb as stages_sql
 from duckdp.privacy.aggregate import Metric, plan_aggregate
 from duckdp.privacy.budget import ZCDP, EpsDelta
@@ -305,10 +306,11 @@ def few_and_many(k: int) -> pa.Table:
 def stage_selection(con, table, algo: str, budget, d0: int, k: int | None, seed: int) -> pa.Table:
     """The selection of `algo` on `table` as aggregate runs it: pre-thresholded at k, or `mech.run` (k None)."""
     mech = duckdp.mechanisms.get(algo)
-    rounds = mech.plan(budget, d0, {})
+    params = Params(d0, mech.check_params({}))
+    rounds = mech.plan(budget, params)
     with open_run(con, table, "user_id", "item", Randomness(seed)) as st:
         if k is None:
-            return mech.run(st, rounds, {"max_contributions": d0})[0]
+            return mech.run(st, rounds, params)[0]
         return stages_sql.pre_thresholded_selection(st, mech, rounds, d0, k)[0]
 
 
