@@ -266,16 +266,6 @@ def test_cli_aggregate_public_keys_csv_and_ledger(con, tmp_path, capsys):
     assert "would exceed" in capsys.readouterr().err and not (tmp_path / "again.parquet").exists()
 
 
-def test_spark_is_refused_before_any_charge():
-    """aggregate declares DuckDB as its only engine: a SparkSession is refused before the accountant is charged."""
-    fake_spark = type("SparkSession", (), {"__module__": "pyspark.sql.session"})()
-    acc = duckdp.Accountant.for_budget(ZCDP(1.0, 1e-5))
-    with pytest.raises(InvalidParameter, match="DuckDB only for now"):
-        duckdp.aggregate(fake_spark, "t", by="item", metrics=METRICS, keys="dpsips", rho=0.5, delta=1e-6,
-                         accountant=acc)
-    assert acc.committed == []
-
-
 def test_pre_threshold_keeps_keys_under_k_users_out(con):
     """keys='threshold', pre_threshold=k: the selection runs on users − (k − 1), so a key with < k users never
     appears (spec §4.4); with a select() mechanism it is refused until implemented, never ignored."""
