@@ -83,7 +83,8 @@ def assert_identical(a, b) -> None:
     assert a.plan.threshold == b.plan.threshold and a.spent == b.spent
     ta, tb = a.to_arrow(), b.to_arrow()
     assert ta.column_names == tb.column_names
-    assert [f.type for f in ta.schema][1:] == [f.type for f in tb.schema][1:]      # metric dtypes
+    n_keys = len(a.key_names)
+    assert [f.type for f in ta.schema][n_keys:] == [f.type for f in tb.schema][n_keys:]      # metric dtypes
     for name in ta.column_names:
         assert ta.column(name).to_pylist() == tb.column(name).to_pylist(), name
 
@@ -130,6 +131,22 @@ def test_public_keys_on_spark(spark):
     with pytest.raises(InvalidParameter, match="neither a select"):
         duckdp.aggregate(spark, df, by="item", metrics={"n": "count"}, keys="no_such_table_or_algo", rho=0.5,
                          delta=1e-6)
+
+
+def test_composite_keys_identical(spark):
+    """by= two columns (MD5 counters of the composite encoding): public key tuples, one with no rows, and
+    keys='threshold' release the same numbers on both engines."""
+    t = ratings(n_users=1500, n_keys=20, seed=4)
+    t = t.append_column("g", pa.array([u % 3 for u in t.column("user_id").to_pylist()], pa.int64()))
+    kw = {"by": ["item", "g"], "rho": 1.0, "delta": 1e-6, "max_contributions": 50, "seed": 9,
+          "metrics": {"n": "users", "s": ("sum", "rating", 1, 5)}}
+    a, b = both(spark, t, keys=[("k001", 0), ("k001", 2), ("nobody", 1)], **kw)
+    assert b.to_arrow().select(["item", "g"]).to_pylist() == [{"item": "k001", "g": 0}, {"item": "k001", "g": 2},
+                                                               {"item": "nobody", "g": 1}]
+    assert_identical(a, b)
+    a, b = both(spark, t, keys="threshold", **kw)
+    assert len(b) > 5
+    assert_identical(a, b)
 
 
 def test_threshold_with_pre_threshold_identical(spark):
