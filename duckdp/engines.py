@@ -56,7 +56,7 @@ ENGINES: tuple[EngineKind, ...] = (
     EngineKind("duckdb", lambda con: isinstance(con, duckdb.DuckDBPyConnection), _duckdb_run,
                by_key, lambda con, table, columns: by_key(con, table, columns).to_arrow_table()),
     EngineKind("spark", is_spark_session, _spark_run,
-               lambda spark, table, key_names: spark.createDataFrame(table),
+               lambda spark, table, key_names: spark.createDataFrame(table).orderBy(*key_names),
                lambda spark, table, columns: spark.createDataFrame(table).orderBy(*columns).toArrow()),
 )
 

@@ -3,14 +3,17 @@
 validate → plan (no data: duckdp/privacy/aggregate.py) → open the run (charge once, before any read) →
 keys (a select() mechanism, Gaussian thresholding, or public) → engine stages (restrict, bound keys,
 sample rows, clip, per-key measures: duckdp/mechanisms/aggregate/) → exact discrete Gaussian noise per
-(measure, key) from the run's PRF → `finish` → a result sorted by key. Spec: docs/specs/private-group-by.md.
+(measure, key) from the run's PRF → `finish` → a result sorted by key. Runs on DuckDB and Spark: the stages come
+from the engine's module, the plan, the noise (on the driver, from the same PRF) and `finish` are shared, so a
+seeded call releases the same numbers on both wherever the engines' true integers agree. Spec:
+docs/specs/private-group-by.md.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -18,20 +21,14 @@ from . import mechanisms
 from .discrete import discrete_gaussian_array
 from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
-from .mechanisms import aggregate as agg_stages
-from .mechanisms.aggregate import duckdb as agg_duckdb
+from .mechanisms.aggregate import own_stages, pre_thresholded_selection
 from .mechanisms.base import Params, Round
 from .privacy.accountant import Accountant, plan_hook
 from .privacy.aggregate import THRESHOLD_TAG, AggregatePlan, finish, plan_aggregate
 from .privacy.budget import make_budget
 from .privacy.events import ZcdpEvent
-from .release import Spent, by_key
+from .release import Spent
 from .rng import Randomness
-from .source import Source
-from .stages.duckdb import DuckDBStages
-
-_NUMERIC = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger", "ubigint",
-            "uhugeint", "float", "double", "decimal"}
 
 
 @dataclass
@@ -40,7 +37,7 @@ class Aggregate:
 
     Everything in it is a function of the released keys, the released numbers and the public plan."""
 
-    items: duckdb.DuckDBPyRelation
+    items: Any                  # DuckDBPyRelation, or a Spark DataFrame on Spark
     plan: AggregatePlan
     spent: Spent
     seeded: bool
@@ -87,7 +84,7 @@ def _mode(keys: Any) -> tuple[str, str | None]:
     return "public", None
 
 
-def _public_keys(con: duckdb.DuckDBPyConnection, keys: Any, key_names: list[str]) -> pa.Table:
+def _public_keys(con: Any, keys: Any, key_names: list[str], own: ModuleType) -> pa.Table:
     """The public key set as Arrow columns named like the input's keys (distinct; NULL keys refused)."""
     if isinstance(keys, (list, tuple)):
         if not keys:
@@ -100,15 +97,7 @@ def _public_keys(con: duckdb.DuckDBPyConnection, keys: Any, key_names: list[str]
                 raise InvalidParameter(f"public keys for {key_names} must be tuples of {len(key_names)} values")
             table = pa.table({n: pa.array([k[i] for k in keys]) for i, n in enumerate(key_names)})
     else:
-        try:
-            rel = con.table(keys) if isinstance(keys, str) else (keys if isinstance(keys, duckdb.DuckDBPyRelation)
-                                                                 else con.from_arrow(pa.Table.from_pandas(keys))
-                                                                 if hasattr(keys, "to_numpy") else
-                                                                 con.from_arrow(keys))
-            table = rel.to_arrow_table()
-        except (duckdb.Error, TypeError, ValueError, AttributeError, pa.ArrowException) as exc:
-            raise InvalidParameter(f"keys={keys!r:.80} is neither a select() algorithm, 'threshold', nor a "
-                                   f"readable public key set ({str(exc).splitlines()[0]})") from None
+        table = own.read_keys(con, keys)       # a table name, relation or DataFrame of the engine
         missing = [n for n in key_names if n not in table.column_names]
         if missing:
             raise SchemaError(f"the public key set lacks the key column(s) {missing}; it has {table.column_names}")
@@ -119,10 +108,9 @@ def _public_keys(con: duckdb.DuckDBPyConnection, keys: Any, key_names: list[str]
     return table.group_by(key_names, use_threads=False).aggregate([])      # distinct keys
 
 
-def _check_source(source: Source, con: duckdb.DuckDBPyConnection, plan: AggregatePlan) -> None:
+def _check_source(source: Any, con: Any, plan: AggregatePlan, own: ModuleType) -> None:
     """Schema checks before any data is read: value columns exist and are numeric; names do not collide."""
-    head = con.sql(f"SELECT * FROM {source.sql} LIMIT 0")
-    types = {c: t.id for c, t in zip(head.columns, head.types, strict=True)}
+    types = own.column_types(con, source)
     for mt in plan.metrics:
         if mt.name in source.key_names:
             raise InvalidParameter(f"metric {mt.name!r} has the name of a key column")
@@ -131,8 +119,8 @@ def _check_source(source: Source, con: duckdb.DuckDBPyConnection, plan: Aggregat
         if mt.column not in types:
             raise SchemaError(f"metric {mt.name!r}: column {mt.column!r} is not in {source.description} "
                               f"(columns: {list(types)})")
-        if types[mt.column] not in _NUMERIC:
-            raise SchemaError(f"metric {mt.name!r}: column {mt.column!r} is {types[mt.column]}, not numeric")
+        if not types[mt.column][1]:
+            raise SchemaError(f"metric {mt.name!r}: column {mt.column!r} is {types[mt.column][0]}, not numeric")
     extra = [f"{n}_{s}" for n in (m.name for m in plan.metrics) for s in ("low", "high")] if plan.confidence else []
     clash = sorted(set(extra) & set(source.key_names))
     if clash:
@@ -183,8 +171,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     any data is read. `seed` makes it reproducible (tests, demos; the result says so).
     """
     kind = engine_for(con)
-    if kind.name not in agg_stages.ENGINES:              # before any charge or read
-        raise InvalidParameter(agg_stages.ENGINE_NOTE)
+    own = own_stages(kind.name)                          # the engine's aggregate stages; refused before any charge
     mode, algo = _mode(keys)
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech = mechanisms.get(algo) if algo is not None else None
@@ -207,19 +194,17 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     if mode == "public":
         if not by_cols or not all(isinstance(c, str) for c in by_cols):
             raise InvalidParameter(f"by must be a column name or a list of them, got {by!r}")
-        public = _public_keys(con, keys, by_cols)
+        public = _public_keys(con, keys, by_cols, own)
     randomness = Randomness(seed)
     on_plan = plan_hook(accountant, "aggregate", ZcdpEvent(plan.rho, plan.zcdp_delta))
     rounds: list[Round] = []
     with kind.open_run(con, table, user_col, by, randomness, plan=[plan], on_plan=on_plan,
-                       check_source=lambda s: _check_source(s, con, plan)) as stages:
-        if not isinstance(stages, DuckDBStages):
-            raise InternalError(f"invariant failed: aggregate runs on DuckDB, got {type(stages).__name__}")
+                       check_source=lambda s: _check_source(s, con, plan, own)) as stages:
         source = stages.source
         names = [f"_dp_k{i}" for i in range(len(source.key_names))]
         users_noisy = None
         if mode == "threshold":
-            counts = agg_duckdb.user_counts(stages, plan.max_contributions, plan.pre_threshold)
+            counts = own.user_counts(stages, plan.max_contributions, plan.pre_threshold)
             t = plan.threshold
             if t is None:
                 raise InternalError("invariant failed: a threshold plan has a threshold")
@@ -233,28 +218,29 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             if mech is None or rounds_plan is None or params is None:
                 raise InternalError("invariant failed: a selection needs its mechanism")
             if plan.pre_threshold > 1:      # count selections on users − (k − 1) (plan_aggregate refused the rest)
-                selected, rounds = agg_duckdb.pre_thresholded_selection(stages, mech, rounds_plan,
-                                                                        params.delta0, plan.pre_threshold)
+                selected, rounds = pre_thresholded_selection(stages, own, mech, rounds_plan, params.delta0,
+                                                             plan.pre_threshold)
             else:
                 selected, rounds = mech.run(stages, rounds_plan, params)
             keyset_table = selected.select(source.key_names).rename_columns(names)
         else:
             if public is None:
                 raise InternalError("invariant failed: public keys were not resolved")
-            head = agg_duckdb.key_schema(stages)
+            head = own.key_schema(stages)
             try:
                 keyset_table = public.rename_columns(names).cast(head)
             except (pa.ArrowException, ValueError) as exc:
                 raise SchemaError(f"the public keys do not have the input's key types {head.types}: {exc}") from None
-        keyset = agg_duckdb.keyset(stages, keyset_table)
+        keyset = own.keyset(stages, keyset_table)
         budgeted = any(m.tag != THRESHOLD_TAG for m in plan.measures)
         if budgeted:
-            rows = agg_duckdb.restrict(stages, plan, keyset)
-            kept = agg_duckdb.bound_keys(stages, rows, plan.max_contributions)
-            true = agg_duckdb.measures(stages, plan, rows, kept, keyset)
+            rows = own.restrict(stages, plan, keyset)
+            kept = own.bound_keys(stages, rows, plan.max_contributions)
+            true = own.measures(stages, plan, rows, kept, keyset)
         else:                                            # keys="threshold" with only users metrics
             true = counts.filter(pa.array(keep))
-        if users_noisy is not None and not true.select(names).equals(keyset_table):   # threshold's users align
+        # the threshold's noisy users must align with the measures' keys (same keys, same sorted order)
+        if users_noisy is not None and not all(true.column(n).equals(keyset_table.column(n)) for n in names):
             raise InternalError("invariant failed: measures are listed in the key set's sorted order")
         hi, lo = _counters(true)
         noisy: dict[tuple[str, str], np.ndarray] = {}
@@ -269,7 +255,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
         for name, values in columns.items():
             out = out.append_column(name, pa.array(values))
     out = out.combine_chunks()
-    return Aggregate(items=by_key(con, out, list(source.key_names)), plan=plan, spent=plan.spent,
+    return Aggregate(items=kind.relation(con, out, list(source.key_names)), plan=plan, spent=plan.spent,
                      seeded=randomness.seeded, input=source.description, key_names=list(source.key_names),
                      rounds=rounds, _table=out)
 

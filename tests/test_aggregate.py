@@ -16,8 +16,9 @@ import duckdp
 from duckdp import cli
 from duckdp.errors import BudgetExceeded, InvalidParameter, SchemaError
 from duckdp.lifecycle import open_run
-from duckdp.mechanisms.base import Params
 from duckdp.mechanisms.aggregate import duckdb as stages_sql
+from duckdp.mechanisms.aggregate import pre_thresholded_selection
+from duckdp.mechanisms.base import Params
 from duckdp.privacy.aggregate import Metric, plan_aggregate
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.rng import Randomness
@@ -268,16 +269,6 @@ def test_cli_aggregate_public_keys_csv_and_ledger(con, tmp_path, capsys):
     assert "would exceed" in capsys.readouterr().err and not (tmp_path / "again.parquet").exists()
 
 
-def test_spark_is_refused_before_any_charge():
-    """aggregate declares DuckDB as its only engine: a SparkSession is refused before the accountant is charged."""
-    fake_spark = type("SparkSession", (), {"__module__": "pyspark.sql.session"})()
-    acc = duckdp.Accountant.for_budget(ZCDP(1.0, 1e-5))
-    with pytest.raises(InvalidParameter, match="DuckDB only for now"):
-        duckdp.aggregate(fake_spark, "t", by="item", metrics=METRICS, keys="dpsips", rho=0.5, delta=1e-6,
-                         accountant=acc)
-    assert acc.committed == []
-
-
 def test_pre_threshold_keeps_keys_under_k_users_out(con):
     """keys='threshold', pre_threshold=k: the selection runs on users − (k − 1), so a key with < k users never
     appears (spec §4.4); with a select() mechanism it is refused until implemented, never ignored."""
@@ -311,7 +302,7 @@ def stage_selection(con, table, algo: str, budget, d0: int, k: int | None, seed:
     with open_run(con, table, "user_id", "item", Randomness(seed)) as st:
         if k is None:
             return mech.run(st, rounds, params)[0]
-        return stages_sql.pre_thresholded_selection(st, mech, rounds, d0, k)[0]
+        return pre_thresholded_selection(st, stages_sql, mech, rounds, d0, k)[0]
 
 
 @pytest.mark.parametrize("algo, budget", [("count_gaussian", ZCDP(0.5, 1e-6)), ("count_laplace", EpsDelta(1.0, 1e-6))])

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
     from ..rng import Randomness
     from ..stages.base import Rule
@@ -54,40 +54,48 @@ def standard(kind: str, randomness: Randomness, tag: int, hi: np.ndarray, lo: np
     return randomness.noise(kind, tag, _u64(hi), _u64(lo), np.asarray(ranks, dtype=np.int64), threads=1)
 
 
-def _text(col: Column, dtype: DataType) -> Column:
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _text(col: str, dtype: DataType) -> str:
     """The column as text (binary as upper-case hex, as DuckDB's hex(BLOB); nested types as JSON)."""
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     if isinstance(dtype, T.BinaryType):
-        return F.hex(col)
+        return f"hex({col})"
     if isinstance(dtype, (T.ArrayType, T.MapType, T.StructType)):
-        return F.to_json(col)
-    return col.cast("string")
+        return f"to_json({col})"
+    return f"CAST({col} AS STRING)"
 
 
-def _le64(md5_hex: Column, start: int) -> Column:
+def _le64(md5_hex: str, start: int) -> str:
     """Digest bytes start..start+7 (0-based, of the hex string `md5_hex`) read little-endian, as a signed long."""
-    from pyspark.sql import functions as F
+    rev = ", ".join(f"substring({md5_hex}, {2 * (start + b) + 1}, 2)" for b in range(7, -1, -1))
+    return f"CAST(conv(concat({rev}), 16, -10) AS BIGINT)"   # a negative target base reads the 64 bits as signed
 
-    rev = F.concat(*[F.substring(md5_hex, 2 * (start + b) + 1, 2) for b in range(7, -1, -1)])
-    return F.conv(rev, 16, -10).cast("long")        # a negative target base reads the 64 bits as signed
+
+def counter_sql(schema: StructType, keys: list[str]) -> tuple[str, str, bool]:
+    """(hi, lo, may_collide): Spark SQL of the 128-bit counter of the key columns `keys` of a frame with
+    `schema` (the expressions name only those columns; templates use them as fragments)."""
+    types = [schema[k].dataType for k in keys]
+    if len(keys) == 1 and type(types[0]).__name__ in _INTEGRAL:
+        k = f"CAST({_ident(keys[0])} AS BIGINT)"
+        return f"CAST(CASE WHEN {k} < 0 THEN -1 ELSE 0 END AS BIGINT)", k, False
+    parts = []
+    for name, t in zip(keys, types, strict=True):
+        s = _text(_ident(name), t)
+        parts += [f"CAST(octet_length({s}) AS STRING)", "':'", s]
+    digest = f"md5(concat({', '.join(parts)}))"
+    return _le64(digest, 0), _le64(digest, 8), True
 
 
 def counters(df: DataFrame, keys: list[str]) -> tuple[Column, Column, bool]:
     """(hi, lo, may_collide): the 128-bit counter columns of the key columns `keys` of `df`."""
     from pyspark.sql import functions as F
 
-    types = [df.schema[k].dataType for k in keys]
-    if len(keys) == 1 and type(types[0]).__name__ in _INTEGRAL:
-        k = F.col(keys[0]).cast("long")
-        return F.when(k < 0, F.lit(-1)).otherwise(F.lit(0)).cast("long"), k, False
-    parts = []
-    for name, t in zip(keys, types, strict=True):
-        s = _text(F.col(name), t)
-        parts += [F.octet_length(s).cast("string"), F.lit(":"), s]
-    digest = F.md5(F.concat(*parts))
-    return _le64(digest, 0), _le64(digest, 8), True
+    hi, lo, may_collide = counter_sql(df.schema, keys)
+    return F.expr(hi), F.expr(lo), may_collide
 
 
 def noised(stages: _Run, frame: DataFrame, kind: str, name: str = "_dp_z") -> DataFrame:

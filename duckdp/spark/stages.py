@@ -50,12 +50,14 @@ class SparkStages(Engine):
         self._views: list[str] = []
 
     def template(self, name: str, frames: dict[str, DataFrame], params: dict,
-                 subqueries: tuple[str, ...] = ()) -> DataFrame:
+                 subqueries: tuple[str, ...] = (), fragments: dict[str, str] | None = None) -> DataFrame:
         """Run the DuckDB template `name` itself on Spark (`spark.sql`), where its SQL is also Spark SQL:
         each frame in `frames` fills its identifier hole as a run-unique temp view (as `SELECT * FROM`
-        it for the holes named in `subqueries`, which the template reads as a query), `{keys}` the
-        internal key columns, and each `$param` is bound as the named marker `:param` (values never pasted)."""
-        idents = {"keys": ", ".join(self.keys)}
+        it for the holes named in `subqueries`, which the template reads as a query), `{keys}` (where the
+        template has it) the internal key columns, the holes in `fragments` Spark SQL that duckdp wrote from
+        internal names and validated numbers, and each `$param` is bound as the named marker `:param`
+        (values never pasted)."""
+        idents = ({"keys": ", ".join(self.keys)} if "keys" in load(name).idents else {}) | (fragments or {})
         for hole, frame in frames.items():
             view = f"_duckdp_{self._run_id}_{hole}{len(self._views)}"
             frame.createOrReplaceTempView(view)

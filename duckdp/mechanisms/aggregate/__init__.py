@@ -1,8 +1,129 @@
 """Private GROUP BY's engine stages (docs/specs/private-group-by.md §2): restrict rows to a key set, bound
-each user to Δ0 keys (the shared truncation template), sample ≤ m rows per (user, key), clip and discretise
-values, per-key measures. DuckDB only for now (`ENGINES`); the noise and the plan are engine-free
-(duckdp/privacy/aggregate.py, duckdp/group_by.py)."""
+each user to Δ0 keys (the shared truncation), sample ≤ m rows per (user, key), clip and discretise values,
+per-key measures. One module per engine (`duckdb.py`, `spark.py`, the same functions), both running the
+templates in ./sql; the few expressions those templates leave open are written here once for every engine
+(`measure_idents`, with a `Dialect` per engine). The noise and the plan are engine-free
+(duckdp/privacy/aggregate.py, duckdp/group_by.py).
+"""
 from __future__ import annotations
 
-ENGINES = ("duckdb",)
-ENGINE_NOTE = "aggregate runs on DuckDB only for now"
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+
+from ...errors import InternalError, InvalidParameter
+from ...privacy.aggregate import PRE_THRESHOLD_SELECTIONS, THRESHOLD_TAG, AggregatePlan
+from ...stages.base import Engine
+from ..base import Mechanism, Round, RoundPlan
+from ..basic import CountGaussian, CountLaplace
+
+ENGINES = ("duckdb", "spark")
+ENGINE_NOTE = "aggregate runs on DuckDB and Spark"
+SATURATE = 2**62    # bound on a measure's true integer per key (saturating sum, see measure_idents)
+
+
+def own_stages(engine: str) -> ModuleType:
+    """The aggregate stages of `engine` (a duckdp.engines name): the module of that name in this folder."""
+    if engine not in ENGINES:
+        raise InvalidParameter(ENGINE_NOTE)
+    return importlib.import_module(f"{__name__}.{engine}")
+
+
+def pre_thresholded_selection(engine: Engine, own: ModuleType, mech: Mechanism, plan: list[RoundPlan],
+                              max_contributions: int, pre_threshold: int) -> tuple[pa.Table, list[Round]]:
+    """`mech.run` of count_gaussian / count_laplace on users − (pre_threshold − 1) per key (spec §4.4), on any
+    engine (`own`: its aggregate stages, which shift the weights: `pre_thresholded_weights`).
+
+    The same stages as their run (pairs → truncate → weights with exponent 0 → release → output), with the
+    weights shifted and keys at ≤ 0 dropped before noise. Private with the round's own σ (or λ) and threshold:
+    c ↦ max(c − (k − 1), 0) is 1-Lipschitz per key, so a neighbour still moves ≤ Δ0 keys by ≤ 1 (ℓ2 ≤ √Δ0,
+    ℓ1 ≤ Δ0), and a key whose shifted count is 0 is dropped exactly like an absent key, so a key a user makes
+    appear has value exactly 1 — the novel-key bound of Gopi et al. journal Thm A.1 (Laplace) / A.2 (Gaussian),
+    DP-SIPS Thm 13 under zCDP (Google DP's pre-thresholding). Weighted selections have no such argument: the
+    user who brings a key to k users reveals every holder's weight (plan_aggregate refuses them).
+    With pre_threshold = 1 it is `mech.run` exactly (same stages, salts and noise).
+    """
+    if not isinstance(mech, (CountGaussian, CountLaplace)) or mech.name not in PRE_THRESHOLD_SELECTIONS:
+        raise InternalError(f"invariant failed: pre-thresholding runs only {PRE_THRESHOLD_SELECTIONS}, got {mech.name}")
+    (round_plan,) = plan
+    shifted = own.pre_thresholded_weights(engine, max_contributions, pre_threshold)
+    table = engine.output(engine.release(shifted, round_plan))
+    return table, [Round.from_plan(0, round_plan, engine.num_rows(table))]
+
+
+def not_a_key_set(keys: Any, exc: BaseException) -> InvalidParameter:
+    """The error for a `keys=` argument that is no algorithm, not 'threshold' and not readable as keys."""
+    return InvalidParameter(f"keys={keys!r:.80} is neither a select() algorithm, 'threshold', nor a readable public "
+                            f"key set ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What one engine's SQL spells differently in the measures (everything else is the shared template)."""
+
+    exact: str                           # exact integer type of per-key sums (HUGEINT / DECIMAL(38, 0))
+    round_even: str                      # round half to even: `<round_even>(x, 0)`
+    keyed_hash: Callable[[str], str]     # a keyed 64-bit hash of a column list under `_dp_row_salt`
+
+
+DUCKDB = Dialect("HUGEINT", "round_even", lambda cols: f"hash(xor(hash({cols}), _dp_row_salt))")
+SPARK = Dialect("DECIMAL(38, 0)", "bround", lambda cols: f"xxhash64(_dp_row_salt, {cols})")
+
+
+def _lit(x: float) -> str:
+    return f"CAST({float(x)!r} AS DOUBLE)"
+
+
+def value_columns(plan: AggregatePlan) -> list[str]:
+    """The distinct input columns the plan's sum/mean metrics read, in metric order (`_dp_v<j>`)."""
+    out: list[str] = []
+    for mt in plan.metrics:
+        if mt.column is not None and mt.column not in out:
+            out.append(mt.column)
+    return out
+
+
+def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect) -> dict[str, str]:
+    """agg_measures.sql's `ranks`, `measures` and `coalesced` for `plan` (stages 3–5, spec §2–3).
+
+    Every fragment names only internal columns (`_dp_*`) and Python numbers the plan validated (bounds and
+    grid steps: `repr` of a finite float is a DOUBLE literal on both engines; integer offsets)."""
+    ranks = [f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY {dialect.keyed_hash(f'_dp_user, {keys}')})"
+             " AS _dp_r"]
+    cols = value_columns(plan)
+    for j in range(len(cols)):
+        order = dialect.keyed_hash(f"_dp_user, {keys}, _dp_v{j}")
+        ranks.append(f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY _dp_v{j} IS NULL, {order})"
+                     f" AS _dp_r{j}")
+    exact = dialect.exact
+    aggs, outs = [], []
+    for i, m in enumerate(plan.measures):
+        if m.tag == THRESHOLD_TAG:    # the threshold's own noisy users count (no engine measure)
+            continue
+        mt = next(x for x in plan.metrics if x.name == m.metric)
+        if mt.column is None:
+            expr = ("count(DISTINCT _dp_user)" if m.part == "users"
+                    else "count(*) FILTER (WHERE _dp_r <= _dp_max_rows)")
+        else:
+            j = cols.index(mt.column)
+            keep = f"_dp_r{j} <= _dp_max_rows AND _dp_v{j} IS NOT NULL"
+            if m.part == "count":       # a mean's count: rows with a value
+                expr = f"count(*) FILTER (WHERE {keep})"
+            elif mt.lower is None or mt.upper is None:
+                raise InternalError("invariant failed: a sum or mean has bounds")
+            else:                       # Σ (round_half_even(clip(v)/step) − offset): exact integers
+                v = f"greatest(least(CAST(_dp_v{j} AS DOUBLE), {_lit(mt.upper)}), {_lit(mt.lower)})"
+                expr = (f"sum(CAST({dialect.round_even}({v} / {_lit(m.step)}, 0) AS {exact}) - "
+                        f"CAST({int(m.offset)} AS {exact})) FILTER (WHERE {keep})")
+        aggs.append(f"{expr} AS _dp_m{i}")
+        # saturate at ±2⁶²: 1-Lipschitz, so no sensitivity grows, and noise added in int64 cannot overflow;
+        # a sum beyond BIGINT would otherwise fail the cast after the charge, an error that depends on the data
+        outs.append(f"CAST(least(greatest(CAST(coalesce(_dp_m{i}, 0) AS {exact}), CAST({-SATURATE} AS {exact})), "
+                    f"CAST({SATURATE} AS {exact})) AS BIGINT) AS _dp_m{i}")
+    return {"ranks": ", ".join(ranks), "measures": ", ".join(aggs) or "NULL AS _dp_none",
+            "coalesced": ", ".join(outs) or "NULL AS _dp_none"}
+

@@ -1,36 +1,44 @@
 """Private GROUP BY's stages on DuckDB (templates in ./sql; spec: docs/specs/private-group-by.md §2).
 
-Every SQL fragment built here names only internal columns (`_dp_*`) and Python floats validated by the
-plan (bounds, grid steps: `repr` of a finite float is a DuckDB DOUBLE literal); value columns are quoted
-identifiers checked against the input's schema, keys and counters come from the run (duckdp/run.py).
+Every SQL fragment built here names only internal columns (`_dp_*`) and Python numbers validated by the
+plan (`measure_idents`); value columns are quoted identifiers checked against the input's schema, keys and
+counters come from the run (duckdp/run.py). The Spark twin (./spark.py) runs the same templates.
 """
 from __future__ import annotations
 
+from typing import Any
+
+import duckdb
 import pyarrow as pa
 
 from ...counters import counter_sql
-from ...errors import InternalError
-from ...privacy.aggregate import PRE_THRESHOLD_SELECTIONS, THRESHOLD_TAG, AggregatePlan
+from ...privacy.aggregate import AggregatePlan
+from ...source import Source
 from ...stages import Query
 from ...stages.duckdb import DuckDBStages, merge
 from ...templates import quote_ident
-from ..base import Mechanism, Round, RoundPlan
-from ..basic import CountGaussian, CountLaplace, basic_weights
+from ..basic import basic_weights
+from . import DUCKDB, measure_idents, not_a_key_set, value_columns
 
-_SATURATE = 2**62    # bound on a measure's true integer per key (saturating sum, see measures())
-
-
-def _lit(x: float) -> str:
-    return f"CAST({float(x)!r} AS DOUBLE)"
+_NUMERIC = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger", "ubigint",
+            "uhugeint", "float", "double", "decimal"}
 
 
-def value_columns(plan: AggregatePlan) -> list[str]:
-    """The distinct input columns the plan's sum/mean metrics read, in metric order (`_dp_v<j>`)."""
-    out: list[str] = []
-    for mt in plan.metrics:
-        if mt.column is not None and mt.column not in out:
-            out.append(mt.column)
-    return out
+def column_types(con: duckdb.DuckDBPyConnection, source: Source) -> dict[str, tuple[str, bool]]:
+    """Each input column's type name and whether it is numeric (schema only, no rows read)."""
+    head = con.sql(f"SELECT * FROM {source.sql} LIMIT 0")
+    return {c: (t.id, t.id in _NUMERIC) for c, t in zip(head.columns, head.types, strict=True)}
+
+
+def read_keys(con: duckdb.DuckDBPyConnection, keys: Any) -> pa.Table:
+    """A public key set given as a table name, a relation, a pandas DataFrame or an Arrow table, as Arrow."""
+    try:
+        rel = con.table(keys) if isinstance(keys, str) else (keys if isinstance(keys, duckdb.DuckDBPyRelation)
+                                                             else con.from_arrow(pa.Table.from_pandas(keys))
+                                                             if hasattr(keys, "to_numpy") else con.from_arrow(keys))
+        return rel.to_arrow_table()
+    except (duckdb.Error, TypeError, ValueError, AttributeError, pa.ArrowException) as exc:
+        raise not_a_key_set(keys, exc) from None
 
 
 def keyset(engine: DuckDBStages, keys: pa.Table) -> Query:
@@ -66,41 +74,10 @@ def measures(engine: DuckDBStages, plan: AggregatePlan, rows: Query, kept: Query
     [agg_measures.sql]."""
     ctx = engine.ctx
     k = ctx.key_aliases
-    cols = value_columns(plan)
-    ranks = [f"row_number() OVER (PARTITION BY _dp_user, {k} ORDER BY hash(xor(hash(_dp_user, {k}), _dp_row_salt)))"
-             " AS _dp_r"]
-    for j in range(len(cols)):
-        ranks.append(f"row_number() OVER (PARTITION BY _dp_user, {k} ORDER BY _dp_v{j} IS NULL, "
-                     f"hash(xor(hash(_dp_user, {k}, _dp_v{j}), _dp_row_salt))) AS _dp_r{j}")
-    aggs, outs = [], []
-    for i, m in enumerate(plan.measures):
-        if m.tag == THRESHOLD_TAG:    # the threshold's own noisy users count (no engine measure)
-            continue
-        mt = next(x for x in plan.metrics if x.name == m.metric)
-        if mt.column is None:
-            expr = ("count(DISTINCT _dp_user)" if m.part == "users"
-                    else "count(*) FILTER (WHERE _dp_r <= _dp_max_rows)")
-        else:
-            j = cols.index(mt.column)
-            keep = f"_dp_r{j} <= _dp_max_rows AND _dp_v{j} IS NOT NULL"
-            if m.part == "count":       # a mean's count: rows with a value
-                expr = f"count(*) FILTER (WHERE {keep})"
-            elif mt.lower is None or mt.upper is None:
-                raise InternalError("invariant failed: a sum or mean has bounds")
-            else:                       # Σ (round_half_even(clip(v)/step) − offset): exact integers
-                v = f"greatest(least(_dp_v{j}::DOUBLE, {_lit(mt.upper)}), {_lit(mt.lower)})"
-                expr = (f"sum(round_even({v} / {_lit(m.step)}, 0)::HUGEINT - {int(m.offset)}::HUGEINT) "
-                        f"FILTER (WHERE {keep})")
-        aggs.append(f"{expr} AS _dp_m{i}")
-        # saturate at ±2⁶²: 1-Lipschitz, so no sensitivity grows, and noise added in int64 cannot overflow;
-        # a sum beyond BIGINT would otherwise fail the cast after the charge, an error that depends on the data
-        outs.append(f"least(greatest(coalesce(_dp_m{i}, 0)::HUGEINT, {-_SATURATE}::HUGEINT), "
-                    f"{_SATURATE}::HUGEINT)::BIGINT AS _dp_m{i}")
     hi, lo, _ = counter_sql(ctx.source.key_types)
     match = f"r._dp_user = kept._dp_user AND {ctx.key_match('r', 'kept')}"
     idents = {"rows": rows.sql, "kept": kept.sql, "keyset": f"({keys.sql})", "keys": k, "match": match,
-              "ranks": ", ".join(ranks), "measures": ", ".join(aggs) or "NULL AS _dp_none",
-              "coalesced": ", ".join(outs) or "NULL AS _dp_none", "counter_hi": hi, "counter_lo": lo}
+              "counter_hi": hi, "counter_lo": lo} | measure_idents(plan, k, DUCKDB)
     params = merge(rows.params, kept.params, keys.params,
                    {"max_rows": plan.max_rows_per_key, "row_salt": ctx.randomness.salt()})
     return ctx.arrow("agg_measures", idents, params)
@@ -120,26 +97,5 @@ def pre_thresholded_weights(engine: DuckDBStages, max_contributions: int, pre_th
     """The count selections' weights (distinct users per key of the Δ0-truncated pairs: basic_weights with
     exponent 0) minus (pre_threshold − 1), keys at ≤ 0 dropped [agg_pre_threshold.sql; spec §4.4]."""
     weights = basic_weights(engine, max_contributions, 0.0)
-    return engine.query("agg_pre_threshold", {"weights": weights.sql},
+    return engine.query("agg_pre_threshold", {"weights": weights.sql, "keys": engine.ctx.key_aliases},
                         merge(weights.params, {"shift": pre_threshold - 1}))
-
-
-def pre_thresholded_selection(engine: DuckDBStages, mech: Mechanism, plan: list[RoundPlan], max_contributions: int,
-                              pre_threshold: int) -> tuple[pa.Table, list[Round]]:
-    """`mech.run` of count_gaussian / count_laplace on users − (pre_threshold − 1) per key (spec §4.4).
-
-    The same stages as their run (pairs → truncate → weights with exponent 0 → release → output), with the
-    weights shifted and keys at ≤ 0 dropped before noise. Private with the round's own σ (or λ) and threshold:
-    c ↦ max(c − (k − 1), 0) is 1-Lipschitz per key, so a neighbour still moves ≤ Δ0 keys by ≤ 1 (ℓ2 ≤ √Δ0,
-    ℓ1 ≤ Δ0), and a key whose shifted count is 0 is dropped exactly like an absent key, so a key a user makes
-    appear has value exactly 1 — the novel-key bound of Gopi et al. journal Thm A.1 (Laplace) / A.2 (Gaussian),
-    DP-SIPS Thm 13 under zCDP (Google DP's pre-thresholding). Weighted selections have no such argument: the
-    user who brings a key to k users reveals every holder's weight (plan_aggregate refuses them).
-    With pre_threshold = 1 it is `mech.run` exactly (same stages, salts and noise).
-    """
-    if not isinstance(mech, (CountGaussian, CountLaplace)) or mech.name not in PRE_THRESHOLD_SELECTIONS:
-        raise InternalError(f"invariant failed: pre-thresholding runs only {PRE_THRESHOLD_SELECTIONS}, got {mech.name}")
-    (round_plan,) = plan
-    shifted = pre_thresholded_weights(engine, max_contributions, pre_threshold)
-    table = engine.output(engine.release(shifted, round_plan))
-    return table, [Round.from_plan(0, round_plan, engine.num_rows(table))]

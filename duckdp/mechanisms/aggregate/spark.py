@@ -1,0 +1,120 @@
+"""Private GROUP BY's stages on Spark: the DuckDB templates themselves (./sql/agg_*.sql by `spark.sql`,
+`SparkStages.template`), so each formula exists once; the spec is docs/specs/private-group-by.md §2.
+
+What differs from ./duckdb.py is only what the templates leave open: identifiers quoted with backticks,
+the measures' `Dialect` (DECIMAL(38, 0) for HUGEINT, `bround` for `round_even`, a salted `xxhash64` for
+DuckDB's salted `hash` in the row sample), the key counters (duckdp/spark/noise.py: the same 128-bit
+counters as duckdp/counters.py, so the noise drawn from them is the same), and the Δ0 truncation, the
+engine's generic stage (a uniform keyed subset per user, like DuckDB's but under another hash). With no
+bound binding the two engines' true integers are equal (tests/test_aggregate_spark.py).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from ...privacy.aggregate import AggregatePlan
+from ...spark.noise import counter_sql
+from ...spark.source import SparkSource
+from ...spark.stages import SparkStages
+from ..basic import basic_weights
+from . import SPARK, measure_idents, not_a_key_set, value_columns
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def _ref(name: str) -> str:
+    """A column reference that Spark reads literally (backticks, embedded ones doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _match(n_keys: int, left: str, right: str) -> str:
+    """Null-safe equality of the internal key columns between two aliases (RunContext.key_match's text)."""
+    return " AND ".join(f"{left}._dp_k{i} IS NOT DISTINCT FROM {right}._dp_k{i}" for i in range(n_keys))
+
+
+def column_types(spark: SparkSession, source: SparkSource) -> dict[str, tuple[str, bool]]:
+    """Each input column's type name and whether it is numeric (the schema; no rows read)."""
+    from pyspark.sql import types as T
+
+    return {f.name: (f.dataType.simpleString(), isinstance(f.dataType, T.NumericType)) for f in source.df.schema}
+
+
+def read_keys(spark: SparkSession, keys: Any) -> pa.Table:
+    """A public key set given as a Spark table name, a Spark DataFrame, a pandas DataFrame or an Arrow table."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import DataFrame
+
+    try:
+        if isinstance(keys, str):
+            return spark.table(keys).toArrow()
+        if isinstance(keys, DataFrame):
+            return keys.toArrow()
+        if hasattr(keys, "to_numpy"):
+            return pa.Table.from_pandas(keys, preserve_index=False)
+        if isinstance(keys, pa.Table):
+            return keys
+        raise TypeError(f"{type(keys).__name__} is not a key set")
+    except (PySparkException, TypeError, ValueError, pa.ArrowException) as exc:
+        raise not_a_key_set(keys, exc) from None
+
+
+def keyset(engine: SparkStages, keys: pa.Table) -> DataFrame:
+    """A frame over a key set given as Arrow columns `_dp_k<i>`."""
+    return engine.spark.createDataFrame(keys)
+
+
+def key_schema(engine: SparkStages) -> pa.Schema:
+    """The Arrow types of the input's key columns under internal names (an empty collect)."""
+    src = engine.source
+    cols = [f"{_ref(n)} AS {k}" for n, k in zip(src.key_names, src.keys, strict=True)]
+    return src.df.selectExpr(*cols).limit(0).toArrow().schema
+
+
+def restrict(engine: SparkStages, plan: AggregatePlan, keys: DataFrame) -> DataFrame:
+    """Stage 1: the input's rows (user, keys, value columns) whose key is in `keys` [agg_rows.sql]."""
+    src = engine.source
+    key_select = ", ".join(f"{_ref(n)} AS {k}" for n, k in zip(src.key_names, src.keys, strict=True))
+    values = "".join(f", {_ref(c)} AS _dp_v{j}" for j, c in enumerate(value_columns(plan)))
+    return engine.template("agg_rows", {"source": src.df, "keyset": keys}, {},
+                           fragments={"user": _ref(src.user), "key_select": key_select, "values": values,
+                                      "match": _match(len(src.keys), "r", "k")})
+
+
+def bound_keys(engine: SparkStages, rows: DataFrame, max_contributions: int) -> DataFrame:
+    """Stage 2: each user's ≤ Δ0 pairs of `rows` [agg_pairs.sql], by the engine's keyed truncation."""
+    pairs = engine.template("agg_pairs", {"rows": rows}, {}, subqueries=("rows",))
+    return engine.truncate(engine.sized(pairs), max_contributions)
+
+
+def measures(engine: SparkStages, plan: AggregatePlan, rows: DataFrame, kept: DataFrame, keys: DataFrame) -> pa.Table:
+    """Stages 3–5 [agg_measures.sql]: per key of `keys` (sorted), its counter (`_dp_chi`, `_dp_clo`) and one
+    exact integer per budgeted measure (`_dp_m<i>`), as ./duckdb.py's `measures`."""
+    k = ", ".join(engine.keys)
+    hi, lo, _ = counter_sql(keys.schema, engine.keys)
+    match = f"r._dp_user = kept._dp_user AND {_match(len(engine.keys), 'r', 'kept')}"
+    fragments = {"match": match, "counter_hi": hi, "counter_lo": lo} | measure_idents(plan, k, SPARK)
+    out = engine.template("agg_measures", {"rows": rows, "kept": kept, "keyset": keys},
+                          {"max_rows": plan.max_rows_per_key, "row_salt": engine.randomness.salt()},
+                          subqueries=("rows", "kept"), fragments=fragments)
+    return out.toArrow()
+
+
+def user_counts(engine: SparkStages, max_contributions: int, pre_threshold: int) -> pa.Table:
+    """Stage 7's input [agg_user_counts.sql]: c = distinct users − (k − 1) per key of the Δ0-truncated input,
+    c ≥ 1, with counters, sorted by key."""
+    kept = engine.truncate(engine.sized(engine.pairs()), max_contributions)
+    hi, lo, _ = counter_sql(kept.schema, engine.keys)
+    out = engine.template("agg_user_counts", {"kept": kept}, {"shift": pre_threshold - 1}, subqueries=("kept",),
+                          fragments={"counter_hi": hi, "counter_lo": lo})
+    return out.toArrow()
+
+
+def pre_thresholded_weights(engine: SparkStages, max_contributions: int, pre_threshold: int) -> DataFrame:
+    """The count selections' weights minus (pre_threshold − 1), keys at ≤ 0 dropped: the DuckDB template
+    agg_pre_threshold.sql itself over basic_weights with exponent 0 (spec §4.4)."""
+    weights = basic_weights(engine, max_contributions, 0.0)
+    return engine.template("agg_pre_threshold", {"weights": weights}, {"shift": pre_threshold - 1},
+                           subqueries=("weights",))
