@@ -46,10 +46,12 @@ How each tool is configured (its best documented setting for an (ε, δ) budget,
 
 Measured per tool and run (each run in its own subprocess): keys released; median relative error
 |noisy − true|/|true| of each metric against the exact unbounded statistic, on the keys that ALL tools
-release in that seed and on the keys each peer shares with duckdp (adaptive_sips); wall time of the release
-inside the worker (reading the input included, interpreter/import/JVM start excluded; "proc" adds them);
-peak memory = ru_maxrss of the worker from os.wait4 (the worker process; a Spark JVM is counted only if
-reaped before the worker exits). Medians over --seeds seeds.
+release in that seed (over the tools releasing at least one key; "own" = on the tool's own keys) and on
+the keys each peer shares with duckdp (adaptive_sips); wall time of the release inside the worker (reading
+the input included, interpreter/import/JVM start excluded; "proc" adds them); "cpu s" = user + system CPU
+seconds of the worker (all its threads, imports included — the fairer speed measure on a shared, overloaded
+machine); peak memory = ru_maxrss of the worker. Both from os.wait4 on the worker: its own process, plus a
+Spark JVM only if the worker reaped it. Medians over --seeds seeds (--seeds-for: fewer for slow tools).
 
     nice -n 10 /work/venvs/peers/bin/python benchmarks/bench_aggregate.py                  # everything
     nice -n 10 /work/venvs/peers/bin/python benchmarks/bench_aggregate.py --datasets movielens --seeds 1
@@ -291,6 +293,7 @@ def run_one(tool: str, spec: dict, seed: int, eps: float, delta: float, tmp: Pat
     res = json.loads(out.read_text())
     res["proc"] = time.perf_counter() - t0
     res["rss_mb"] = usage.ru_maxrss / 1024
+    res["cpu"] = usage.ru_utime + usage.ru_stime
     return res
 
 
@@ -327,7 +330,7 @@ def bench_dataset(spec: dict, label: str, tools: list[str], args: argparse.Names
             res["seed"] = seed
             runs[tool].append(res)
             print(f"  [{label}] {tool} seed {seed}: {len(res['released'])} keys, {res['wall']:.1f} s, "
-                  f"{res['rss_mb']:.0f} MB", file=sys.stderr, flush=True)
+                  f"{res['cpu']:.1f} cpu s, {res['rss_mb']:.0f} MB", file=sys.stderr, flush=True)
     ok = [t for t in tools if runs[t] and t not in notes]
     # "all": per seed, the keys every tool that ran that seed releases (tools releasing no key left out)
     common: dict[int, set] = {}
@@ -335,7 +338,7 @@ def bench_dataset(spec: dict, label: str, tools: list[str], args: argparse.Names
         sets = [set(r["released"]) for t in ok for r in runs[t] if r["seed"] == seed and r["released"]]
         common[seed] = set.intersection(*sets) if sets else set()
     head = "| tool | keys | keys (all) | " + " | ".join(f"{m} err (all)" for m in metrics) + " | "
-    head += " | ".join(f"{m} err (own)" for m in metrics) + " | wall s | proc s | peak MB |"
+    head += " | ".join(f"{m} err (own)" for m in metrics) + " | wall s | proc s | cpu s | peak MB |"
     print(f"\n### {label}: {len(true)} keys in the data, ε = {args.epsilon:g}, δ = {args.delta:g}, "
           f"Δ0 = {spec['d0']}, {args.seeds} seed(s) ({args.seeds_for or 'all tools'}), medians\n")
     print(head)
@@ -350,7 +353,7 @@ def bench_dataset(spec: dict, label: str, tools: list[str], args: argparse.Names
         print(f"| {tool} | {fmt(med([len(r['released']) for r in rs]), '.0f')} | "
               f"{fmt(med([len(common[r['seed']]) for r in rs]), '.0f')} | " + " | ".join(errs) +
               f" | {fmt(med([r['wall'] for r in rs]), '.1f')} | {fmt(med([r['proc'] for r in rs]), '.1f')} | "
-              f"{fmt(med([r['rss_mb'] for r in rs]), '.0f')} |")
+              f"{fmt(med([r['cpu'] for r in rs]), '.1f')} | {fmt(med([r['rss_mb'] for r in rs]), '.0f')} |")
     if REFERENCE not in ok:
         return
     print(f"\nPairwise with {REFERENCE} (keys both release; median relative error, duckdp / peer):\n")
