@@ -55,7 +55,8 @@ Spark JVM only if the worker reaped it. Medians over --seeds seeds (--seeds-for:
 
     nice -n 10 /work/venvs/peers/bin/python benchmarks/bench_aggregate.py                  # everything
     nice -n 10 /work/venvs/peers/bin/python benchmarks/bench_aggregate.py --datasets movielens --seeds 1
-    pip install -e '.[bench]'   # the peers (tmlt.analytics needs Java for Spark)
+    pip install -e '.[bench]'          # PipelineDP, OpenDP (+ polars)
+    pip install -e '.[bench-tumult]'   # Tumult, in its own venv (pins pyspark 3.5, pandas < 2; needs Java)
 """
 from __future__ import annotations
 
@@ -405,7 +406,8 @@ def main() -> None:
     for t in tools:
         mod = PEER_MODULE.get(t)
         if mod is not None and importlib.util.find_spec(mod.split(".")[0]) is None:
-            print(f"SKIPPED {t}: `{mod}` is not installed (pip install -e '.[bench]')")
+            extra = "bench-tumult" if t == "tumult" else "bench"
+            print(f"SKIPPED {t}: `{mod}` is not installed (pip install -e '.[{extra}]')")
         else:
             available.append(t)
     with tempfile.TemporaryDirectory(prefix="bench_aggregate_") as d:
