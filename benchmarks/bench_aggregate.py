@@ -221,7 +221,9 @@ def run_tumult(spec: dict, eps: float, delta: float, seed: int) -> dict:
     )
     os.environ["PYSPARK_PYTHON"] = sys.executable     # Spark's Python workers must see tmlt too
     spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", "4g")
-             .config("spark.ui.enabled", "false").getOrCreate())
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.warehouse.dir", tempfile.mkdtemp(prefix="bench_aggregate_spark_"))  # not in the cwd
+             .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     key, v = spec["key"], spec["value"]
     df = spark.read.parquet(spec["path"]).select(spec["user"], key, v)
