@@ -236,6 +236,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             if mech is None or rounds_plan is None:
                 raise InternalError("invariant failed: a selection needs its mechanism")
             selected, rounds = mech.run(stages, rounds_plan, params | {"max_contributions": plan.max_contributions})
+            stages.original_keys()                       # it may have run on key ids; the stages below read keys
             keyset_table = selected.select(source.key_names).rename_columns(names)
         else:
             if public is None:

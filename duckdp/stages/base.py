@@ -42,6 +42,11 @@ class Engine(ABC):
     def pairs(self) -> Frame:
         """Distinct (`_dp_user`, keys) pairs of the input."""
 
+    def round_pairs(self) -> Frame:
+        """`pairs` for a mechanism that reads them over several rounds; an engine may replace the key
+        columns by one injective integer id for the rest of the run (`output` maps ids back)."""
+        return self.pairs()
+
     @abstractmethod
     def sized(self, pairs: Frame) -> Frame:
         """`pairs` with `_dp_size` = the user's number of pairs |W_u|."""
