@@ -38,6 +38,10 @@ output (rows, order, dtypes) is that of the key path. Truncation orders by a fix
 pair alone (below). Seeded releases keep the digest (the same release at any thread count, and on
 Spark).
 
+Private GROUP BY (duckdp/mechanisms/aggregate/duckdb.py) lists its keys sorted by key; unseeded calls
+on non-integer keys count each key by its position in that list (injective over its keys, the same
+argument), seeded ones keep the digest.
+
 Truncation order keeps `hash(xor(hash(user, keys), $salt))`: there a tie or collision only
 changes *which* Δ0 keys a user keeps, and any fixed function of the user's own data and a secret
 independent of the data is an allowed per-user truncation (sensitivity arguments hold for every

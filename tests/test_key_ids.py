@@ -10,12 +10,14 @@ from __future__ import annotations
 from unittest import mock
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import leftovers
 from test_noise import _collide_many
 
 import duckdp
+from duckdp import group_by
 from duckdp.lifecycle import open_run
 from duckdp.rng import Randomness
 from duckdp.stages import duckdb as duckdb_stages
@@ -192,3 +194,27 @@ def test_seeded_runs_keep_the_key_columns(con):
     with open_run(con, "t", "user_id", "item", Randomness(5)) as stages:
         stages.round_pairs()
         assert stages.ctx.key_ids is None and isinstance(stages, DuckDBStages)
+
+
+@pytest.mark.parametrize("keys", ["threshold", "dpsips"])
+def test_aggregate_counters_unseeded_are_positions(con, monkeypatch, keys):
+    """Unseeded aggregate on string keys: each key's counter is its position in the key-sorted list
+    (0, 1, …: injective, no digest); seeded calls keep the MD5 digest (reproducible, pinned)."""
+    cols = _table(con, "varchar")
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    noise = group_by._noise
+
+    def spy(randomness, tag, hi, lo, sigma):
+        seen.append((hi.copy(), lo.copy()))
+        return noise(randomness, tag, hi, lo, sigma)
+
+    monkeypatch.setattr(group_by, "_noise", spy)
+    metrics = {"n": "users", "rows": "count"}
+    duckdp.aggregate(con, "t", by=cols[0], metrics=metrics, keys=keys, rho=1.0, delta=1e-5, max_contributions=50)
+    assert seen and all((hi == 0).all() and (lo == np.arange(lo.size)).all() for hi, lo in seen)
+    seen.clear()
+    duckdp.aggregate(con, "t", by=cols[0], metrics=metrics, keys=keys, rho=1.0, delta=1e-5, max_contributions=50,
+                     seed=4)
+    drawn = [(hi, lo) for hi, lo in seen if lo.size]
+    assert drawn and all(len(set(zip(hi.tolist(), lo.tolist(), strict=True))) == lo.size and (lo > lo.size).any()
+                         for hi, lo in drawn)

@@ -6,16 +6,37 @@ identifiers checked against the input's schema, keys and counters come from the 
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from ...counters import counter_sql
 from ...errors import InternalError
 from ...privacy.aggregate import THRESHOLD_TAG, AggregatePlan
+from ...run import RunContext
 from ...stages import Query
 from ...stages.duckdb import DuckDBStages, merge
 from ...templates import quote_ident
 
 _SATURATE = 2**62    # bound on a measure's true integer per key (saturating sum, see measures())
+
+
+def _counter_idents(ctx: RunContext) -> tuple[str, str, bool]:
+    """SQL of the keys' PRF counters (duckdp/counters.py), and whether they are placeholders that
+    `_positions` replaces: unseeded calls on non-integer keys count each key by its position in the
+    key-sorted result, injective over its keys (and each measure draws from its own sub-key), so the
+    digest is needed only where a seed must reproduce the release."""
+    hi, lo, may_collide = counter_sql(ctx.source.key_types)
+    if may_collide and not ctx.randomness.seeded:
+        return "0::BIGINT", "0::UBIGINT", True
+    return hi, lo, False
+
+
+def _positions(table: pa.Table, positional: bool) -> pa.Table:
+    """`table` with `_dp_clo` = 0, 1, … (its rows' positions) where the counters are positional."""
+    if not positional:
+        return table
+    i = table.schema.get_field_index("_dp_clo")
+    return table.set_column(i, "_dp_clo", pa.array(np.arange(table.num_rows, dtype=np.uint64)))
 
 
 def _lit(x: float) -> str:
@@ -94,14 +115,14 @@ def measures(engine: DuckDBStages, plan: AggregatePlan, rows: Query, kept: Query
         # a sum beyond BIGINT would otherwise fail the cast after the charge, an error that depends on the data
         outs.append(f"least(greatest(coalesce(_dp_m{i}, 0)::HUGEINT, {-_SATURATE}::HUGEINT), "
                     f"{_SATURATE}::HUGEINT)::BIGINT AS _dp_m{i}")
-    hi, lo, _ = counter_sql(ctx.source.key_types)
+    hi, lo, positional = _counter_idents(ctx)
     match = f"r._dp_user = kept._dp_user AND {ctx.key_match('r', 'kept')}"
     idents = {"rows": rows.sql, "kept": kept.sql, "keyset": f"({keys.sql})", "keys": k, "match": match,
               "ranks": ", ".join(ranks), "measures": ", ".join(aggs) or "NULL AS _dp_none",
               "coalesced": ", ".join(outs) or "NULL AS _dp_none", "counter_hi": hi, "counter_lo": lo}
     params = merge(rows.params, kept.params, keys.params,
                    {"max_rows": plan.max_rows_per_key, "row_salt": ctx.randomness.salt()})
-    return ctx.arrow("agg_measures", idents, params)
+    return _positions(ctx.arrow("agg_measures", idents, params), positional)
 
 
 def user_counts(engine: DuckDBStages, max_contributions: int, pre_threshold: int) -> pa.Table:
@@ -109,6 +130,7 @@ def user_counts(engine: DuckDBStages, max_contributions: int, pre_threshold: int
     sorted by key [agg_user_counts.sql]."""
     ctx = engine.ctx
     kept = engine.truncate(engine.sized(engine.pairs()), max_contributions)
-    hi, lo, _ = counter_sql(ctx.source.key_types)
-    return ctx.arrow("agg_user_counts", {"kept": kept.sql, "keys": ctx.key_aliases, "counter_hi": hi,
-                                         "counter_lo": lo}, merge(kept.params, {"shift": pre_threshold - 1}))
+    hi, lo, positional = _counter_idents(ctx)
+    counts = ctx.arrow("agg_user_counts", {"kept": kept.sql, "keys": ctx.key_aliases, "counter_hi": hi,
+                                           "counter_lo": lo}, merge(kept.params, {"shift": pre_threshold - 1}))
+    return _positions(counts, positional)
