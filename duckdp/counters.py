@@ -30,13 +30,17 @@ dictionary's distinct keys); otherwise, and for key types whose equality is not 
 hashed value (floats, nested types, …: `hashable`), the id is the dictionary row's rowid. Either
 way the id is injective over the keys of the run, so over the keys of every round, and every round
 runs on it: joins and GROUP BYs on an injective relabelling compute the same sets and sums, and the
-id is the key's PRF counter (0, id), injective as the argument below needs. Its assignment depends
-on the data (which keys collide; rowids on the scan order); that is allowed by the argument below,
-since the PRF key is secret, fresh for the run and drawn independently of the data. The id is never
-released: the output stage maps ids back to the dictionary's key columns and sorts by them, so the
-output (rows, order, dtypes) is that of the key path. Truncation orders by a fixed function of the
-pair alone (below). Seeded releases keep the digest (the same release at any thread count, and on
-Spark).
+id is the key's PRF counter (0, id), injective as the argument above needs. Its assignment depends
+on the data (which keys collide; rowids on the scan order); that is allowed by the argument above,
+since the PRF key is secret, fresh for the run and drawn independently of the data. Whether a run
+uses ids depends only on the call (unseeded, key types, mechanism), and hash or rowid ids give the
+same truncation (below) and the same weights up to the relabelling, so the choice between them,
+which does depend on the data, changes nothing but the (i.i.d.) counters. Key order is used only as
+a tie-break where any tie order gives the same numbers (MAD2R's water-filling, mad2r_biased.sql:
+its candidate λ_r depend on the sorted values alone). The id is never released: the output stage
+maps ids back to the dictionary's key columns and sorts by them, so the output (rows, order, dtypes)
+is that of the key path. Seeded releases keep the digest (the same release at any thread count, and
+on Spark).
 
 Private GROUP BY (duckdp/mechanisms/aggregate/duckdb.py) lists its keys sorted by key; unseeded calls
 on non-integer keys count each key by its position in that list (injective over its keys, the same
