@@ -1,8 +1,9 @@
 """Injective PRF counters for keys, computed natively in SQL, and resolution of digest collisions.
 
 Each key gets a 128-bit counter (hi, lo), two 64-bit columns `_dp_chi`, `_dp_clo`. Unseeded releases
-of non-integer keys skip the digest below: their counter is the key's position in the round's
-stream (duckdp/noise_stage.py), injective for the same reason and free. Otherwise:
+of non-integer keys skip the digest below: multi-round mechanisms run on key ids (below), one-round
+ones count each key by its position in the round's stream (duckdp/noise_stage.py); both injective
+and free. Otherwise (seeded releases, integer keys):
 - one integer key column (TINYINT … HUGEINT, UTINYINT … UHUGEINT): the integer itself, as a
   128-bit two's complement (hi = upper, lo = lower 64 bits). Injective; no check needed.
 - anything else (composite keys, VARCHAR, BLOB, LIST, STRUCT, UUID, DATE, …): the MD5 digest of
@@ -22,17 +23,55 @@ yields i.i.d. uniforms, so the noise vector on D has exactly the distribution th
 analysis assumes, for every D separately; which inputs D's keys map to is irrelevant. With AES
 as a PRF, the real output is computationally indistinguishable from that (duckdp/prf.py).
 
+Key ids (unseeded multi-round mechanisms, DuckDBStages.round_pairs). The run's distinct keys go
+into a TEMP dictionary once, each with the id `key_id_sql` = DuckDB's hash of the key columns, kept
+only when no two keys present share it (checked exactly: GROUP BY id HAVING count(*) > 1, over the
+dictionary's distinct keys); otherwise, and for key types whose equality is not equality of the
+hashed value (floats, nested types, …: `hashable`), the id is the dictionary row's rowid. Either
+way the id is injective over the keys of the run, so over the keys of every round, and every round
+runs on it: joins and GROUP BYs on an injective relabelling compute the same sets and sums, and the
+id is the key's PRF counter (0, id), injective as the argument above needs. Its assignment depends
+on the data (which keys collide; rowids on the scan order); that is allowed by the argument above,
+since the PRF key is secret, fresh for the run and drawn independently of the data. Whether a run
+uses ids depends only on the call (unseeded, key types, mechanism), and hash or rowid ids give the
+same truncation (below) and the same weights up to the relabelling, so the choice between them,
+which does depend on the data, changes nothing but the (i.i.d.) counters. Key order is used only as
+a tie-break where any tie order gives the same numbers (MAD2R's water-filling, mad2r_biased.sql:
+its candidate λ_r depend on the sorted values alone). The id is never released: the output stage
+maps ids back to the dictionary's key columns and sorts by them, so the output (rows, order, dtypes)
+is that of the key path. Seeded releases keep the digest (the same release at any thread count, and
+on Spark).
+
+Private GROUP BY (duckdp/mechanisms/aggregate/duckdb.py) lists its keys sorted by key; unseeded calls
+on non-integer keys count each key by its position in that list (injective over its keys, the same
+argument), seeded ones keep the digest.
+
 Truncation order keeps `hash(xor(hash(user, keys), $salt))`: there a tie or collision only
 changes *which* Δ0 keys a user keeps, and any fixed function of the user's own data and a secret
 independent of the data is an allowed per-user truncation (sensitivity arguments hold for every
 choice of kept set); collisions between users or keys cannot couple noise, which never comes
-from these hashes.
+from these hashes. On key ids the order hashes (user, hash of the key columns) instead of (user, key
+columns): again a fixed function of the pair and the salt, the same whichever id the dictionary
+gave (DuckDBStages.truncate), so never a function of other users' data.
 """
 from __future__ import annotations
 
 _SIGNED64 = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT"}
 _UNSIGNED64 = {"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
 _MASK = "18446744073709551615"
+_HASHABLE = _SIGNED64 | _UNSIGNED64 | {"HUGEINT", "UHUGEINT", "VARCHAR", "BLOB", "BOOLEAN", "DATE", "UUID"}
+
+
+def key_id_sql(columns: list[str]) -> str:
+    """The key id candidate of key columns `columns` (SQL expressions): DuckDB's 64-bit hash of them,
+    injective only where checked (module docstring, "Key ids")."""
+    return f"hash({', '.join(columns)})"
+
+
+def hashable(key_types: list[str]) -> bool:
+    """Whether equal keys of these types always have equal hashes and unequal ones unequal values
+    (no -0.0/0.0 or NaN forms, collations or nested values): then hash ids need no join."""
+    return all(t.upper() in _HASHABLE for t in key_types)
 
 
 def counter_sql(key_types: list[str]) -> tuple[str, str, bool]:

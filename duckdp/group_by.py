@@ -222,6 +222,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
                                                              plan.pre_threshold)
             else:
                 selected, rounds = mech.run(stages, rounds_plan, params)
+            stages.original_keys()                       # it may have run on key ids; the stages below read keys
             keyset_table = selected.select(source.key_names).rename_columns(names)
         else:
             if public is None:

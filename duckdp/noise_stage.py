@@ -17,8 +17,9 @@ DuckDB as Arrow record batches; each batch gets one vectorised noise pass (duckd
 thread pool sized to DuckDB's `threads`, and only the rows `choose` keeps (the released keys) are
 held. Memory stays bounded by the batches in flight plus the output at any input size.
 
-Counters (duckdp/counters.py): integer keys are their own injective counters and go straight from
-the query. Other keys (strings, composite keys, …) take one of two paths:
+Counters (duckdp/counters.py): integer keys, and key ids (unseeded multi-round mechanisms run on
+them: DuckDBStages.round_pairs), are their own injective counters and go straight from the query.
+Other keys (strings, composite keys, …) take one of two paths:
 - unseeded (every private release): the counter is the key's position in this round's stream,
   (0, offset of its batch + row in batch), handed out in the order batches arrive. Each key occurs
   once in a round's weights, so positions are distinct: injective, as the PRF argument needs
@@ -80,11 +81,9 @@ def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: st
     of the `key_output` columns and the columns `choose` adds. With `sink`, each kept batch (at least
     one, maybe empty: the schema) goes to `sink` as soon as it is decided and nothing is held here;
     the table returned is then empty."""
-    hi, lo, may_collide = counter_sql(ctx.source.key_types)
-    positional = may_collide and not ctx.randomness.seeded
-    if positional:        # counters from stream positions (module docstring): nothing computed in SQL
-        hi = lo = "0::UBIGINT"
-    nkeys = len(ctx.source.keys)
+    hi, lo, may_collide = counter_sql(ctx.key_types)
+    positional = may_collide and not ctx.randomness.seeded   # stream positions (module docstring): no SQL
+    nkeys = ctx.key_count
     round_tag = ctx.randomness.next_round()
     table = None
     if may_collide and not positional:   # digest counters: materialise once, rank collisions, then stream
@@ -94,8 +93,9 @@ def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: st
         text, bound = ctx.render("noise_scan_ranked", {"table": table, "keys": ctx.key_aliases,
                                                        "key_output": key_output}, {})
     else:
+        counters = "" if positional else f", {hi} AS _dp_chi, {lo} AS _dp_clo"
         text, bound = ctx.render("noise_scan", {"weighted": weights_sql, "key_output": key_output,
-                                                "counter_hi": hi, "counter_lo": lo}, weights_params)
+                                                "counters": counters}, weights_params)
     threads = duckdb_threads(ctx)
     key = ctx.randomness.key
 
@@ -148,7 +148,7 @@ def noisy_weights(ctx: RunContext, weights_sql: str, weights_params: dict, kind:
         return np.ones(w.size, bool), {"_dp_w": w, "_dp_noisy": noisy}
 
     t = scan_noisy(ctx, weights_sql, weights_params, kind, scale, everything, key_output or ctx.key_output)
-    nkeys = len(ctx.source.keys)
+    nkeys = ctx.key_count
     return NoisyWeights(t.select(list(range(nkeys))), t.column(nkeys).to_numpy(), t.column(nkeys + 1).to_numpy())
 
 

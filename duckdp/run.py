@@ -23,7 +23,9 @@ class RunContext:
     """Connection, resolved input, randomness and run-unique TEMP tables of one run.
 
     Internal columns: `_dp_user` for the user, `_dp_k0, _dp_k1, …` for the key columns, so no
-    input column name can collide with duckdp's own.
+    input column name can collide with duckdp's own. While a mechanism runs on key ids
+    (DuckDBStages.round_pairs; duckdp/counters.py, "Key ids"), `key_ids` names the run's dictionary
+    and the key is the one UBIGINT column `_dp_k0`, the id: the key accessors below follow.
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, source: Source, randomness: Randomness,
@@ -34,12 +36,32 @@ class RunContext:
         self.run_id = run_id or secrets.token_hex(6)
         self._temps: list[str] = []
         self._views: list[str] = []
+        self.key_ids: str | None = None     # the dictionary (`_dp_id`, key columns) while keys are ids
+        self.ids_joined = False             # ids are dictionary rowids (pairs carry `_dp_h`), not hashes
 
     # -- SQL fragments built from quoted identifiers only -------------------------------------
     @property
+    def key_count(self) -> int:
+        """Internal key columns: the input's, or 1 (the id) while keys are ids."""
+        return 1 if self.key_ids else len(self.source.keys)
+
+    @property
+    def key_types(self) -> list[str]:
+        """DuckDB types of the internal key columns (the PRF counters follow them: duckdp/counters.py)."""
+        return ["UBIGINT"] if self.key_ids else self.source.key_types
+
+    @property
     def key_aliases(self) -> str:
         """`_dp_k0, _dp_k1, …`"""
-        return ", ".join(f"_dp_k{i}" for i in range(len(self.source.keys)))
+        return ", ".join(f"_dp_k{i}" for i in range(self.key_count))
+
+    @property
+    def pair_keys(self) -> str:
+        """What truncation hashes with the user: the key columns, or on ids the hash of the key columns
+        (the id itself, or `_dp_h` where ids are rowids), the same order whichever id a key got."""
+        if self.key_ids is None:
+            return self.key_aliases
+        return "_dp_h" if self.ids_joined else "_dp_k0"
 
     @property
     def key_select(self) -> str:
@@ -48,13 +70,13 @@ class RunContext:
 
     @property
     def key_output(self) -> str:
-        """`_dp_k0 AS "item", …`: internal key columns back under the input's names."""
+        """`_dp_k0 AS "item", …`: internal key columns (on ids: the dictionary's) back under the input's names."""
         return ", ".join(f"_dp_k{i} AS {quote_ident(n)}" for i, n in enumerate(self.source.key_names))
 
     def key_match(self, left: str, right: str) -> str:
         """Null-safe equality of all key columns between two aliases."""
         return " AND ".join(f"{left}._dp_k{i} IS NOT DISTINCT FROM {right}._dp_k{i}"
-                            for i in range(len(self.source.keys)))
+                            for i in range(self.key_count))
 
     def base_idents(self) -> dict[str, str]:
         return {"source": self.source.sql, "user": self.source.user, "key_select": self.key_select,

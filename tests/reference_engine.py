@@ -62,6 +62,10 @@ class ReferenceEngine:
         """Distinct (user, key) pairs (sql/stage_pairs.sql)."""
         return self.input.group_by(["_dp_user", *self.keys], use_threads=False).aggregate([])
 
+    def round_pairs(self) -> pa.Table:
+        """`pairs` for a mechanism reading them over rounds (the reference keeps the key columns)."""
+        return self.pairs()
+
     def sized(self, pairs: pa.Table) -> pa.Table:
         """`_dp_size` = the user's number of pairs |W_u| (sql/stage_sized.sql)."""
         users = pairs.column("_dp_user").to_pylist()

@@ -99,7 +99,7 @@ class DPSIPS(Mechanism):
 
     def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
         max_contributions = params.delta0
-        pairs = stages.store(stages.pairs(), "pairs")           # distinct pairs, read from the input once
+        pairs = stages.store(stages.round_pairs(), "pairs")     # distinct pairs, read from the input once
         released = stages.empty_keys(pairs)                     # P_0 ∪ … ∪ P_{i−1}
         rounds = []
         for i, round_plan in enumerate(plan[:-1]):

@@ -46,6 +46,16 @@ class Engine(ABC):
     def pairs(self) -> Frame:
         """Distinct (`_dp_user`, keys) pairs of the input."""
 
+    def round_pairs(self) -> Frame:
+        """`pairs` for a mechanism that reads them over several rounds; an engine may replace the key
+        columns by one injective integer id for the rest of the run (`output` maps ids back)."""
+        return self.pairs()
+
+    def original_keys(self) -> None:
+        """Back to the input's key columns after a run on `round_pairs` ids (nothing to do where an engine
+        keeps the key columns), for stages that read the input again."""
+        return None
+
     @abstractmethod
     def sized(self, pairs: Frame) -> Frame:
         """`pairs` with `_dp_size` = the user's number of pairs |W_u|."""

@@ -5,8 +5,10 @@ chain like pairs → sized → truncate → weights runs as one DuckDB query; `s
 run-unique TEMP table where a mechanism reads a frame more than once. Noise + threshold is the
 noise stage (duckdp/noise_stage.py: keyed AES PRF over injective per-key counters, vectorised in
 numpy): `release` runs it on the weights query and returns the released keys as a frame over
-its Arrow result; `decide` runs it with a mechanism's own rule. Mechanisms' own DuckDB stages live in
-their folders (duckdp/mechanisms/<family>/duckdb.py) and build on the helpers here.
+its Arrow result; `decide` runs it with a mechanism's own rule. Unseeded multi-round mechanisms run on
+key ids (`round_pairs`; duckdp/counters.py, "Key ids"): non-integer keys are replaced by an injective
+UBIGINT id once per run, and `output` maps the released ids back to the key columns. Mechanisms' own
+DuckDB stages live in their folders (duckdp/mechanisms/<family>/duckdb.py) and build on the helpers here.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import tempfile
 import duckdb
 import pyarrow as pa
 
+from ..counters import counter_sql, hashable, key_id_sql
 from ..noise_stage import release_keys, scan_noisy
 from ..run import RunContext
 from ..source import Source
@@ -46,6 +49,12 @@ def merge(*params: dict) -> dict:
                 raise RuntimeError(f"composed stages bind ${name} twice with different values")
             out[name] = value
     return out
+
+
+def ids_collide(ctx: RunContext, dictionary: str) -> bool:
+    """Whether two keys of the run's dictionary (stage_key_ids.sql) share an id candidate (checked exactly)."""
+    return bool(ctx.scalar(f"SELECT count(*) FROM (SELECT _dp_id FROM temp.main.{dictionary} "
+                           "GROUP BY _dp_id HAVING count(*) > 1)"))
 
 
 class DuckDBStages(Engine):
@@ -106,13 +115,49 @@ class DuckDBStages(Engine):
         base = self.ctx.base_idents()
         return self.query("stage_pairs", {k: base[k] for k in ("source", "user", "key_select")})
 
+    def round_pairs(self) -> Query:
+        """`pairs` on key ids where keys are not one integer column and the release is unseeded: the run's
+        distinct keys go once into a dictionary [stage_key_ids.sql] with an id injective over them (their
+        hash when no two share it, else the dictionary's rowid), the pairs carry the id as `_dp_k0`
+        [stage_pairs_ids.sql], and every later stage reads the id (RunContext.key_ids) until `output`
+        maps ids back. Seeded releases keep the key columns (digest counters: duckdp/counters.py)."""
+        ctx = self.ctx
+        source = ctx.source
+        if ctx.key_ids is None:
+            if ctx.randomness.seeded or not counter_sql(source.key_types)[2]:
+                return self.pairs()
+            keys = [f"_dp_k{i}" for i in range(len(source.keys))]
+            target = ctx.temp_table("key_ids")
+            ctx.execute("stage_key_ids", {"target": target, "source": source.sql, "key_select": ctx.key_select,
+                                          "key_id": key_id_sql(keys)}, {})
+            ctx.ids_joined = not hashable(source.key_types) or ids_collide(ctx, target)
+            if ctx.ids_joined:        # ids must be injective: the dictionary's row ids are
+                ctx.con.execute(f"UPDATE temp.main.{target} SET _dp_id = rowid")
+            ctx.key_ids = target
+        n = len(source.keys)
+        key_hash = key_id_sql([f"s._dp_k{i}" for i in range(n)])
+        join = (f" JOIN temp.main.{ctx.key_ids} AS d ON "
+                + " AND ".join(f"s._dp_k{i} IS NOT DISTINCT FROM d._dp_k{i}" for i in range(n)))
+        base = ctx.base_idents()
+        return self.query("stage_pairs_ids", {"source": base["source"], "user": base["user"],
+                                              "key_select": base["key_select"],
+                                              "key_id": "d._dp_id" if ctx.ids_joined else key_hash,
+                                              "join": join if ctx.ids_joined else "",
+                                              "carried": f", {key_hash} AS _dp_h" if ctx.ids_joined else ""})
+
+    def original_keys(self) -> None:
+        """Back to the input's key columns after a mechanism ran on key ids (its output is decoded):
+        stages that read the input again (e.g. aggregate's) see its keys."""
+        self.ctx.key_ids = None
+        self.ctx.ids_joined = False
+
     def sized(self, pairs: Query, user_aggregates: str = "") -> Query:
         return self.query("stage_sized", {"pairs": pairs.sql, "user_aggregates": user_aggregates}, pairs.params)
 
     def truncate(self, sized: Query, max_contributions: int) -> Query:
         """One query when the input fits; else the same rows built in user-hash passes into a TEMP table."""
         params = {"max_contributions": max_contributions, "trunc_salt": self.ctx.randomness.salt()}
-        keys = self.ctx.key_aliases
+        keys = self.ctx.pair_keys     # on key ids the hash of the key columns: a fixed function of the pair
         passes = self.truncation_passes()
         stored = sized.sql in self._tables
         if passes == 1:
@@ -209,6 +254,10 @@ class DuckDBStages(Engine):
                            merge(first.params, second.params))
 
     def output(self, keys: Query) -> pa.Table:
+        if self.ctx.key_ids is not None:     # released ids back to the dictionary's key columns
+            return self.ctx.arrow("stage_output_ids", {"dictionary": f"temp.main.{self.ctx.key_ids}",
+                                                       "keys_query": keys.sql, "key_output": self.ctx.key_output},
+                                  keys.params)
         return self.ctx.arrow("stage_output", {"keys_query": keys.sql, "key_output": self.ctx.key_output},
                               keys.params)
 

@@ -7,7 +7,9 @@ Each mechanism (and count release) runs seeded on DuckDB over a fixed 8-user tab
 call order with the values they bind. Run ids (hence TEMP table and view names) are fixed to
 `000000000000` by patching `secrets.token_hex` here only; production keeps its random ids. Extra
 cases: string keys (digest counters, sql/noise_weights.sql + noise_scan_ranked.sql) and truncation
-in two user-hash passes (stage_truncate_light.sql + stage_truncate_pass.sql).
+in two user-hash passes (stage_truncate_light.sql + stage_truncate_pass.sql), and string keys on key ids
+(multi-round mechanisms' unseeded path, stage_key_ids.sql, stage_pairs_ids.sql, stage_output_ids.sql:
+rendered with the seed's salts, the randomness marked unseeded).
 tests/test_golden_sql.py renders the same and compares, so a template edit shows in review as a diff here.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ import duckdb
 import pyarrow as pa
 
 import duckdp
+from duckdp.rng import Randomness
 from duckdp.stages.duckdb import DuckDBStages
 from duckdp.templates import Template
 
@@ -80,7 +83,17 @@ def cases() -> dict[str, tuple[bool, Callable[[duckdb.DuckDBPyConnection, str], 
                                                                           kbar=4, seed=SEED))
     out["weighted_gaussian+string_keys"] = (True, out["weighted_gaussian"][1])
     out["weighted_gaussian+passes"] = (False, out["weighted_gaussian"][1])
+    for algo in ("dpsips", "mad2r", "adaptive_sips"):
+        out[f"{algo}+key_ids"] = (True, out[algo][1])
     return out
+
+
+def _unseeded(init: Callable) -> Callable:
+    """Randomness.__init__ that keeps the seed's key but marks the run unseeded (the key-id path)."""
+    def patched(self: Randomness, seed: int | None = None) -> None:
+        init(self, seed)
+        self.seeded = False
+    return patched
 
 
 def render_case(name: str) -> dict[str, str]:
@@ -91,7 +104,9 @@ def render_case(name: str) -> dict[str, str]:
         table = _table(con, "golden_input", string_keys)
         passes = (mock.patch.object(DuckDBStages, "truncation_passes", lambda self: 2) if name.endswith("+passes")
                   else nullcontext())
-        with recording() as calls, passes:
+        ids = (mock.patch.object(Randomness, "__init__", _unseeded(Randomness.__init__))
+               if name.endswith("+key_ids") else nullcontext())
+        with recording() as calls, passes, ids:
             run(con, table)
     finally:
         con.close()

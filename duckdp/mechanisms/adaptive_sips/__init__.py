@@ -173,7 +173,7 @@ class AdaptiveSIPS(Mechanism):
     def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
         max_contributions = params.delta0
         own = self.own_stages(stages)
-        pairs = stages.store(stages.pairs(), "pairs")             # distinct pairs, read from the input once
+        pairs = stages.store(stages.round_pairs(), "pairs")       # distinct pairs, read from the input once
         state, rounds = None, []
         for j, round_plan in enumerate(plan[:-1]):
             remaining = own.remaining(stages, pairs, state)

@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ...counters import counter_sql
 from ...privacy.aggregate import AggregatePlan
+from ...run import RunContext
 from ...source import Source
 from ...stages import Query
 from ...stages.duckdb import DuckDBStages, merge
@@ -28,6 +30,25 @@ def column_types(con: duckdb.DuckDBPyConnection, source: Source) -> dict[str, tu
     """Each input column's type name and whether it is numeric (schema only, no rows read)."""
     head = con.sql(f"SELECT * FROM {source.sql} LIMIT 0")
     return {c: (t.id, t.id in _NUMERIC) for c, t in zip(head.columns, head.types, strict=True)}
+
+
+def _counter_idents(ctx: RunContext) -> tuple[str, str, bool]:
+    """SQL of the keys' PRF counters (duckdp/counters.py), and whether they are placeholders that
+    `_positions` replaces: unseeded calls on non-integer keys count each key by its position in the
+    key-sorted result, injective over its keys (and each measure draws from its own sub-key), so the
+    digest is needed only where a seed must reproduce the release."""
+    hi, lo, may_collide = counter_sql(ctx.source.key_types)
+    if may_collide and not ctx.randomness.seeded:
+        return "0::BIGINT", "0::UBIGINT", True
+    return hi, lo, False
+
+
+def _positions(table: pa.Table, positional: bool) -> pa.Table:
+    """`table` with `_dp_clo` = 0, 1, … (its rows' positions) where the counters are positional."""
+    if not positional:
+        return table
+    i = table.schema.get_field_index("_dp_clo")
+    return table.set_column(i, "_dp_clo", pa.array(np.arange(table.num_rows, dtype=np.uint64)))
 
 
 def read_keys(con: duckdb.DuckDBPyConnection, keys: Any) -> pa.Table:
@@ -74,13 +95,13 @@ def measures(engine: DuckDBStages, plan: AggregatePlan, rows: Query, kept: Query
     [agg_measures.sql]."""
     ctx = engine.ctx
     k = ctx.key_aliases
-    hi, lo, _ = counter_sql(ctx.source.key_types)
+    hi, lo, positional = _counter_idents(ctx)
     match = f"r._dp_user = kept._dp_user AND {ctx.key_match('r', 'kept')}"
     idents = {"rows": rows.sql, "kept": kept.sql, "keyset": f"({keys.sql})", "keys": k, "match": match,
               "counter_hi": hi, "counter_lo": lo} | measure_idents(plan, k, DUCKDB)
     params = merge(rows.params, kept.params, keys.params,
                    {"max_rows": plan.max_rows_per_key, "row_salt": ctx.randomness.salt()})
-    return ctx.arrow("agg_measures", idents, params)
+    return _positions(ctx.arrow("agg_measures", idents, params), positional)
 
 
 def user_counts(engine: DuckDBStages, max_contributions: int, pre_threshold: int) -> pa.Table:
@@ -88,9 +109,10 @@ def user_counts(engine: DuckDBStages, max_contributions: int, pre_threshold: int
     sorted by key [agg_user_counts.sql]."""
     ctx = engine.ctx
     kept = engine.truncate(engine.sized(engine.pairs()), max_contributions)
-    hi, lo, _ = counter_sql(ctx.source.key_types)
-    return ctx.arrow("agg_user_counts", {"kept": kept.sql, "keys": ctx.key_aliases, "counter_hi": hi,
-                                         "counter_lo": lo}, merge(kept.params, {"shift": pre_threshold - 1}))
+    hi, lo, positional = _counter_idents(ctx)
+    counts = ctx.arrow("agg_user_counts", {"kept": kept.sql, "keys": ctx.key_aliases, "counter_hi": hi,
+                                           "counter_lo": lo}, merge(kept.params, {"shift": pre_threshold - 1}))
+    return _positions(counts, positional)
 
 
 def pre_thresholded_weights(engine: DuckDBStages, max_contributions: int, pre_threshold: int) -> Query:

@@ -160,7 +160,7 @@ class Mad(Mechanism):
     def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
         (round_plan,) = plan
         own = self.own_stages(stages)
-        pairs = stages.store(stages.sized(stages.pairs()), "pairs")     # read from the input once
+        pairs = stages.store(stages.sized(stages.round_pairs()), "pairs")   # read from the input once
         vectors = unbiased_vectors(stages, own, pairs, params.delta0)
         table = stages.output(stages.release(own.mad_weights(stages, vectors, round_plan), round_plan))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
@@ -205,7 +205,7 @@ class Mad2R(Mechanism):
         plan1, plan2 = plan
         max_contributions = params.delta0
         own = self.own_stages(stages)
-        pairs = stages.store(stages.sized(stages.pairs()), "pairs")     # read from the input once
+        pairs = stages.store(stages.sized(stages.round_pairs()), "pairs")   # read from the input once
         vectors1 = unbiased_vectors(stages, own, pairs, max_contributions)
         status = own.mad2r_screen(stages, pairs, vectors1, plan1, plan2, max_contributions)
         stages.drop(vectors1)                                            # free memory before round 2
