@@ -36,21 +36,8 @@ if shutil.which("java") is None:
 
 from pyspark.sql import SparkSession  # noqa: E402 (after the skip checks)
 
-from duckdp.spark import use_driver_python  # noqa: E402 (after the skip checks)
 from duckdp.spark.source import resolve  # noqa: E402 (after the skip checks)
 from duckdp.spark.stages import SparkStages  # noqa: E402 (after the skip checks)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    s = (SparkSession.builder.master("local[2]").appName("duckdp-contract")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    use_driver_python(s)                # the noise UDFs run on workers with this interpreter
-    yield s
-    s.stop()
 
 
 class _SparkAdapter:
