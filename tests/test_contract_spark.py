@@ -106,6 +106,55 @@ class TestMechanismStages(_SparkAdapter):
         d, s = self.on_both(input_table(key_type), weights)
         self.close(d, s, ["_dp_k0"], "_dp_w")
 
+    # MAD2R round 2 on a fixed screen: biases below β_min (clipped), in (β_min, 1) and none; removed keys.
+    _BETAS = {"kb0": 0.3, "kb1": 0.5, "kb2": 0.55, "kb3": 0.6, "kb4": 0.65, "kb5": 0.7, "kb6": 0.8, "kb7": 0.95,
+              "kb8": 0.5, "kb9": 0.5, "kba": 0.5, "kbb": 0.5}
+    _USERS = {1: ["ku0", "ku1", "ku2", "kb0", "kb1", "kb2", "kb3", "kb4", "kb5", "kb6"],  # d = 10: 3 capped at β_max/√d
+              2: ["ku0", "ku1", "ku2", "ku3", "ku4", "kr0", "kr1", "kb7"],   # one bias near 1: λ* caps nothing
+              3: ["kb0", "kb1"],                                              # equal v: λ* = 2
+              4: ["ku0", "ku1"],                                              # unbiased
+              5: ["kr0"],                                                     # every key removed
+              6: ["ku0", "kb0", "kb1", "kb2", "kb3", "kb4", "kb5"],          # d = 7: 1 capped
+              7: ["kr1", "ku3"],                                              # unbiased, d = 1
+              8: ["ku0", "kb7", "kb6", "kb0", "kb1", "kb8", "kb9", "kba", "kbb"]}   # biased keys capped too
+
+    @pytest.mark.parametrize("beta_max", [1.2, 1.0])
+    def test_mad2r_vectors_water_filling(self, beta_max):
+        """mad2r_remaining → truncate (inactive: d ≤ Δ0) → mad2r_vectors → mad2r_biased's water-filling λ* on
+        both engines from a fixed screen (O1 key kr0, hopeless key kr1, biases `_BETAS`, the rest β = 1):
+        the same rows, w^u to 1e-12 relative, and on DuckDB the numpy UserWeights (tests/reference_mad.py)."""
+        from reference_mad import user_weights
+
+        table = pa.table({"user_id": pa.array([u for u, ks in self._USERS.items() for _ in ks], pa.int64()),
+                          "item": [k for ks in self._USERS.values() for k in ks]})
+        status = pa.table({"_dp_k0": ["kr0", "kr1", *self._BETAS],
+                           "_dp_released": [True, False] + [False] * len(self._BETAS),
+                           "_dp_round2": [False, False] + [True] * len(self._BETAS),
+                           "_dp_beta": [1.0, 1.0, *self._BETAS.values()]})
+        mech = mechanisms.get("mad2r")
+
+        def vectors(stages, adapter):
+            pairs = stages.store(stages.sized(stages.pairs()), "p")
+            screen = stages.store(adapter.frame(stages, status), "status")
+            return adapter.collect(stages, mech.own_stages(stages).mad2r_vectors(stages, pairs, screen, 10, 0.5,
+                                                                                 beta_max))
+
+        d, s = self.on_both(table, vectors)
+        exact = ["_dp_user", "_dp_k0", "_dp_d", "_dp_v", "_dp_biased"]
+        assert rows(d.select(exact)) == rows(s.select(exact))
+        self.close(d, s, ["_dp_user", "_dp_k0"], "_dp_uw")
+        got = {(r["_dp_user"], r["_dp_k0"]): r["_dp_uw"] for r in d.to_pylist()}
+        assert {u for u, _ in got} == {1, 2, 3, 4, 6, 7, 8}
+        capped = {}
+        for u, ks in self._USERS.items():
+            kept = [k for k in ks if k not in ("kr0", "kr1")]
+            if kept:
+                want = user_weights(np.array([self._BETAS.get(k, 1.0) for k in kept]), 0.5, beta_max)
+                assert np.allclose([got[u, k] for k in kept], want, rtol=1e-9, atol=0), u
+                capped[u] = int(np.sum(np.isclose(want, beta_max / math.sqrt(len(kept)), rtol=1e-12)))
+        if beta_max > 1:        # the branches this input is built to reach
+            assert capped == {1: 3, 2: 0, 3: 0, 4: 0, 6: 1, 7: 0, 8: 3}
+
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_adaptive_sips_stages(self, key_type):
         mech = mechanisms.get("adaptive_sips")
