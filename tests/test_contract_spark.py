@@ -3,9 +3,10 @@
 Skipped with a one-line reason without pyspark or Java; run with `-m spark` (local[2], few partitions;
 about 3 minutes on a loaded 2-core machine: the slow multi-round runs use one key type).
 The mechanism-specific stages (MAD, MAD2R, adaptive SIPS, truncated geometric, count release's top
-counts) run on both engines from the same seed with no truncation active: released keys, booleans,
-levels and counts compare exactly; weights that sum non-dyadic terms (MAD's excess, adaptive SIPS's
-water-filled vectors) compare to 1e-12 relative, since the engines add them in different orders.
+counts) run on both engines from the same seed with no truncation active, on inputs that reach every
+branch (MAD2R's water-filling from a fixed screen with biased and capped users, two adaptive SIPS
+rounds): released keys, booleans, levels and counts compare exactly; weights that sum non-dyadic terms
+(MAD's excess, the water-filled vectors) compare to 1e-12 relative: the engines add them in different orders.
 The sequential policies (policy_*, gw) have no Spark stages: Spark refuses them (tests/test_spark.py).
 """
 from __future__ import annotations
@@ -157,28 +158,39 @@ class TestMechanismStages(_SparkAdapter):
 
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_adaptive_sips_stages(self, key_type):
+        """Two rounds of adaptive SIPS's own stages: R_u (every pair at level 1, then the keys in play at
+        levels 1 and β_min), the weights, the stored state (dropped keys, released keys, the round-1
+        release carried into round 2) and the released keys."""
         mech = mechanisms.get("adaptive_sips")
         params = mech.check_params({}) | {"max_contributions": 4}
         plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), 4, params)
 
-        def first_round(stages, adapter):
+        def two_rounds(stages, adapter):
             own = mech.own_stages(stages)
-            remaining = own.remaining(stages, stages.store(stages.pairs(), "p"), None)
-            vectors = round_vectors(stages, own, remaining, plan[0], 4)
-            state, count = own.state(stages, remaining, vectors, None, plan[0], params, 0)
-            return (adapter.collect(stages, own.weights(stages, vectors)),
-                    adapter.collect(stages, state), count,
-                    adapter.collect(stages, own.released(stages, state)))
+            pairs, state, out = stages.store(stages.pairs(), "p"), None, []
+            for j in range(2):
+                remaining = own.remaining(stages, pairs, state)
+                vectors = round_vectors(stages, own, remaining, plan[j], 4)
+                state, count = own.state(stages, remaining, vectors, state, plan[j], params, j)
+                weights, released = own.weights(stages, vectors), own.released(stages, state)
+                out.append((adapter.collect(stages, remaining), adapter.collect(stages, weights),
+                            adapter.collect(stages, state), count, adapter.collect(stages, released)))
+            return out
 
-        (dw, dstate, dcount, dreleased), (sw, sstate, scount, sreleased) = self.on_both(
-            mechanism_table(key_type), first_round)
-        self.close(dw, sw, ["_dp_k0"], "_dp_w")
-        assert rows(dstate.select(sstate.column_names)) == rows(sstate)
-        assert dcount == scount == sreleased.num_rows and rows(dreleased) == rows(sreleased)
-        assert 0 < dcount
+        duck, spark = self.on_both(mechanism_table(key_type), two_rounds)
+        for (dr, dw, dstate, dcount, dreleased), (sr, sw, sstate, scount, sreleased) in zip(duck, spark, strict=True):
+            assert rows(dr.select(sr.column_names)) == rows(sr)
+            self.close(dw, sw, ["_dp_k0"], "_dp_w")
+            assert rows(dstate.select(sstate.column_names)) == rows(sstate)
+            assert dcount == scount and rows(dreleased) == rows(sreleased)
+        levels = {r["_dp_level"] for r in duck[1][0].to_pylist()}
+        rounds = Counter(r["_dp_round"] for r in duck[1][2].to_pylist())
+        assert levels == {1.0, 0.5} and rounds[0] > 0 and rounds[1] > 0      # both levels; round 1 carried
 
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_geometric_release(self, key_type):
+        """Keys by one keyed uniform draw against π(n) (22 keys held by n ≤ 6 users read π(n), 38 keep π = 1):
+        the DataFrame twin of truncated_geometric.sql (whose π table is a DuckDB list unnest)."""
         keep = np.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.95])
         mech = mechanisms.get("truncated_geometric")
 
