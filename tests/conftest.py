@@ -23,6 +23,25 @@ def config_home(tmp_path_factory, monkeypatch):
     return path
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for every Spark test file (tests/test_spark.py, test_contract_spark.py),
+    few shuffle partitions for small data; the noise UDFs' workers run this interpreter. Those files
+    skip themselves without pyspark or Java before they ask for it."""
+    from pyspark.sql import SparkSession
+
+    from duckdp.spark import use_driver_python
+
+    s = (SparkSession.builder.master("local[2]").appName("duckdp-tests")
+         .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    use_driver_python(s)
+    yield s
+    s.stop()
+
+
 @pytest.fixture
 def con():
     c = duckdb.connect()

@@ -3,9 +3,10 @@
 Skipped with a one-line reason without pyspark or Java; run with `-m spark` (local[2], few partitions;
 about 3 minutes on a loaded 2-core machine: the slow multi-round runs use one key type).
 The mechanism-specific stages (MAD, MAD2R, adaptive SIPS, truncated geometric, count release's top
-counts) run on both engines from the same seed with no truncation active: released keys, booleans,
-levels and counts compare exactly; weights that sum non-dyadic terms (MAD's excess, adaptive SIPS's
-water-filled vectors) compare to 1e-12 relative, since the engines add them in different orders.
+counts) run on both engines from the same seed with no truncation active, on inputs that reach every
+branch (MAD2R's water-filling from a fixed screen with biased and capped users, two adaptive SIPS
+rounds): released keys, booleans, levels and counts compare exactly; weights that sum non-dyadic terms
+(MAD's excess, the water-filled vectors) compare to 1e-12 relative: the engines add them in different orders.
 The sequential policies (policy_*, gw) have no Spark stages: Spark refuses them (tests/test_spark.py).
 """
 from __future__ import annotations
@@ -37,21 +38,8 @@ if shutil.which("java") is None:
 
 from pyspark.sql import SparkSession  # noqa: E402 (after the skip checks)
 
-from duckdp.spark import use_driver_python  # noqa: E402 (after the skip checks)
 from duckdp.spark.source import resolve  # noqa: E402 (after the skip checks)
 from duckdp.spark.stages import SparkStages  # noqa: E402 (after the skip checks)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    s = (SparkSession.builder.master("local[2]").appName("duckdp-contract")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    use_driver_python(s)                # the noise UDFs run on workers with this interpreter
-    yield s
-    s.stop()
 
 
 class _SparkAdapter:
@@ -120,30 +108,90 @@ class TestMechanismStages(_SparkAdapter):
         d, s = self.on_both(input_table(key_type), weights)
         self.close(d, s, ["_dp_k0"], "_dp_w")
 
+    # MAD2R round 2 on a fixed screen: biases below β_min (clipped), in (β_min, 1) and none; removed keys.
+    _BETAS = {"kb0": 0.3, "kb1": 0.5, "kb2": 0.55, "kb3": 0.6, "kb4": 0.65, "kb5": 0.7, "kb6": 0.8, "kb7": 0.95,
+              "kb8": 0.5, "kb9": 0.5, "kba": 0.5, "kbb": 0.5}
+    _USERS = {1: ["ku0", "ku1", "ku2", "kb0", "kb1", "kb2", "kb3", "kb4", "kb5", "kb6"],  # d = 10: 3 capped at β_max/√d
+              2: ["ku0", "ku1", "ku2", "ku3", "ku4", "kr0", "kr1", "kb7"],   # one bias near 1: λ* caps nothing
+              3: ["kb0", "kb1"],                                              # equal v: λ* = 2
+              4: ["ku0", "ku1"],                                              # unbiased
+              5: ["kr0"],                                                     # every key removed
+              6: ["ku0", "kb0", "kb1", "kb2", "kb3", "kb4", "kb5"],          # d = 7: 1 capped
+              7: ["kr1", "ku3"],                                              # unbiased, d = 1
+              8: ["ku0", "kb7", "kb6", "kb0", "kb1", "kb8", "kb9", "kba", "kbb"]}   # biased keys capped too
+
+    @pytest.mark.parametrize("beta_max", [1.2, 1.0])
+    def test_mad2r_vectors_water_filling(self, beta_max):
+        """mad2r_remaining → truncate (inactive: d ≤ Δ0) → mad2r_vectors → mad2r_biased's water-filling λ* on
+        both engines from a fixed screen (O1 key kr0, hopeless key kr1, biases `_BETAS`, the rest β = 1):
+        the same rows, w^u to 1e-12 relative, and on DuckDB the numpy UserWeights (tests/reference_mad.py)."""
+        from reference_mad import user_weights
+
+        table = pa.table({"user_id": pa.array([u for u, ks in self._USERS.items() for _ in ks], pa.int64()),
+                          "item": [k for ks in self._USERS.values() for k in ks]})
+        status = pa.table({"_dp_k0": ["kr0", "kr1", *self._BETAS],
+                           "_dp_released": [True, False] + [False] * len(self._BETAS),
+                           "_dp_round2": [False, False] + [True] * len(self._BETAS),
+                           "_dp_beta": [1.0, 1.0, *self._BETAS.values()]})
+        mech = mechanisms.get("mad2r")
+
+        def vectors(stages, adapter):
+            pairs = stages.store(stages.sized(stages.pairs()), "p")
+            screen = stages.store(adapter.frame(stages, status), "status")
+            return adapter.collect(stages, mech.own_stages(stages).mad2r_vectors(stages, pairs, screen, 10, 0.5,
+                                                                                 beta_max))
+
+        d, s = self.on_both(table, vectors)
+        exact = ["_dp_user", "_dp_k0", "_dp_d", "_dp_v", "_dp_biased"]
+        assert rows(d.select(exact)) == rows(s.select(exact))
+        self.close(d, s, ["_dp_user", "_dp_k0"], "_dp_uw")
+        got = {(r["_dp_user"], r["_dp_k0"]): r["_dp_uw"] for r in d.to_pylist()}
+        assert {u for u, _ in got} == {1, 2, 3, 4, 6, 7, 8}
+        capped = {}
+        for u, ks in self._USERS.items():
+            kept = [k for k in ks if k not in ("kr0", "kr1")]
+            if kept:
+                want = user_weights(np.array([self._BETAS.get(k, 1.0) for k in kept]), 0.5, beta_max)
+                assert np.allclose([got[u, k] for k in kept], want, rtol=1e-9, atol=0), u
+                capped[u] = int(np.sum(np.isclose(want, beta_max / math.sqrt(len(kept)), rtol=1e-12)))
+        if beta_max > 1:        # the branches this input is built to reach
+            assert capped == {1: 3, 2: 0, 3: 0, 4: 0, 6: 1, 7: 0, 8: 3}
+
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_adaptive_sips_stages(self, key_type):
+        """Two rounds of adaptive SIPS's own stages: R_u (every pair at level 1, then the keys in play at
+        levels 1 and β_min), the weights, the stored state (dropped keys, released keys, the round-1
+        release carried into round 2) and the released keys."""
         mech = mechanisms.get("adaptive_sips")
         params = Params(4, mech.check_params({}))
         plan = mech.plan(duckdp.EpsDelta(1.0, 1e-5), params)
 
-        def first_round(stages, adapter):
+        def two_rounds(stages, adapter):
             own = mech.own_stages(stages)
-            remaining = own.remaining(stages, stages.store(stages.pairs(), "p"), None)
-            vectors = round_vectors(stages, own, remaining, plan[0], 4)
-            state, count = own.state(stages, remaining, vectors, None, plan[0], params, 0)
-            return (adapter.collect(stages, own.weights(stages, vectors)),
-                    adapter.collect(stages, state), count,
-                    adapter.collect(stages, own.released(stages, state)))
+            pairs, state, out = stages.store(stages.pairs(), "p"), None, []
+            for j in range(2):
+                remaining = own.remaining(stages, pairs, state)
+                vectors = round_vectors(stages, own, remaining, plan[j], 4)
+                state, count = own.state(stages, remaining, vectors, state, plan[j], params, j)
+                weights, released = own.weights(stages, vectors), own.released(stages, state)
+                out.append((adapter.collect(stages, remaining), adapter.collect(stages, weights),
+                            adapter.collect(stages, state), count, adapter.collect(stages, released)))
+            return out
 
-        (dw, dstate, dcount, dreleased), (sw, sstate, scount, sreleased) = self.on_both(
-            mechanism_table(key_type), first_round)
-        self.close(dw, sw, ["_dp_k0"], "_dp_w")
-        assert rows(dstate.select(sstate.column_names)) == rows(sstate)
-        assert dcount == scount == sreleased.num_rows and rows(dreleased) == rows(sreleased)
-        assert 0 < dcount
+        duck, spark = self.on_both(mechanism_table(key_type), two_rounds)
+        for (dr, dw, dstate, dcount, dreleased), (sr, sw, sstate, scount, sreleased) in zip(duck, spark, strict=True):
+            assert rows(dr.select(sr.column_names)) == rows(sr)
+            self.close(dw, sw, ["_dp_k0"], "_dp_w")
+            assert rows(dstate.select(sstate.column_names)) == rows(sstate)
+            assert dcount == scount and rows(dreleased) == rows(sreleased)
+        levels = {r["_dp_level"] for r in duck[1][0].to_pylist()}
+        rounds = Counter(r["_dp_round"] for r in duck[1][2].to_pylist())
+        assert levels == {1.0, 0.5} and rounds[0] > 0 and rounds[1] > 0      # both levels; round 1 carried
 
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_geometric_release(self, key_type):
+        """Keys by one keyed uniform draw against π(n) (22 keys held by n ≤ 6 users read π(n), 38 keep π = 1):
+        the DataFrame twin of truncated_geometric.sql (whose π table is a DuckDB list unnest)."""
         keep = np.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.95])
         mech = mechanisms.get("truncated_geometric")
 

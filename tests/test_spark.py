@@ -1,8 +1,8 @@
 """duckdp on Spark against DuckDB: identical weights, counters and plans; statistically equal
 releases; privacy audits (with power) on the Spark path; clear errors.
 
-Skipped with a one-line reason without pyspark or a Java runtime. One local[2] SparkSession for the
-whole module, with few shuffle partitions to stay fast on small data.
+Skipped with a one-line reason without pyspark or a Java runtime. One local[2] SparkSession for all
+Spark test files (tests/conftest.py), with few shuffle partitions to stay fast on small data.
 """
 import math
 import os
@@ -25,23 +25,10 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark not installed (pip inst
 if shutil.which("java") is None:
     pytest.skip("no Java runtime on PATH (Spark needs Java 17+)", allow_module_level=True)
 
-from pyspark.sql import SparkSession  # noqa: E402 (after the skip checks)
-
 from duckdp.rng import Randomness  # noqa: E402 (after the skip checks)
 from duckdp.spark.noise import counters  # noqa: E402 (after the skip checks)
 from duckdp.spark.source import resolve as spark_resolve  # noqa: E402 (after the skip checks)
 from duckdp.spark.stages import SparkStages  # noqa: E402 (after the skip checks)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    s = (SparkSession.builder.master("local[2]").appName("duckdp-tests")
-         .config("spark.sql.shuffle.partitions", "4").config("spark.default.parallelism", "2")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    yield s
-    s.stop()
 
 
 def spark_weights(spark, table: pa.Table, d0: int, exponent: float) -> dict:

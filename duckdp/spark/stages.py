@@ -53,18 +53,23 @@ class SparkStages(Engine):
                  subqueries: tuple[str, ...] = (), fragments: dict[str, str] | None = None) -> DataFrame:
         """Run the DuckDB template `name` itself on Spark (`spark.sql`), where its SQL is also Spark SQL:
         each frame in `frames` fills its identifier hole as a run-unique temp view (as `SELECT * FROM`
-        it for the holes named in `subqueries`, which the template reads as a query), `{keys}` (where the
-        template has it) the internal key columns, the holes in `fragments` Spark SQL that duckdp wrote from
-        internal names and validated numbers, and each `$param` is bound as the named marker `:param`
-        (values never pasted)."""
-        idents = ({"keys": ", ".join(self.keys)} if "keys" in load(name).idents else {}) | (fragments or {})
+        it for the holes named in `subqueries`, which the template reads as a query), `{keys}` the
+        internal key columns, `fragments` other holes (SQL duckdp builds, e.g. `key_match`), and each
+        `$param` is bound as the named marker `:param` (values never pasted)."""
+        template = load(name)
+        idents = {"keys": ", ".join(self.keys)} if "keys" in template.idents else {}
+        idents |= fragments or {}
         for hole, frame in frames.items():
             view = f"_duckdp_{self._run_id}_{hole}{len(self._views)}"
             frame.createOrReplaceTempView(view)
             self._views.append(view)
             idents[hole] = f"SELECT * FROM `{view}`" if hole in subqueries else f"`{view}`"
-        text, bound = load(name).render(idents, params)
+        text, bound = template.render(idents, params)
         return self.spark.sql(_PARAM.sub(r":\1", text), args=bound)
+
+    def key_match(self, left: str, right: str) -> str:
+        """Null-safe equality of all key columns between two aliases (as duckdp/run.py's, for templates)."""
+        return " AND ".join(f"{left}.{k} IS NOT DISTINCT FROM {right}.{k}" for k in self.keys)
 
     # -- shared stages (sql/stage_pairs.sql, weights.sql, basic.sql, dpsips_*.sql) -----------------------
     def pairs(self) -> DataFrame:

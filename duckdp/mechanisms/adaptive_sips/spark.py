@@ -1,6 +1,6 @@
-"""Adaptive SIPS's own stages on Spark: steps 3–4 are the DuckDB templates themselves (./sql by
-`spark.sql`); the others compute, with the DataFrame API, what the template named in their docstring
-computes (spec docs/specs/adaptive-sips.md)."""
+"""Adaptive SIPS's own stages on Spark: steps 1, 3 and 4 and the universe are the DuckDB templates
+themselves (./sql, run by `spark.sql` through `SparkStages.template`); only the stored state is built
+with the DataFrame API (spec docs/specs/adaptive-sips.md)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -14,12 +14,12 @@ if TYPE_CHECKING:
 
 
 def remaining(engine: SparkStages, pairs: DataFrame, state: DataFrame | None) -> DataFrame:
-    """R_u with each key's level: all pairs at level 1 in round 1, else the pairs whose key is in play."""
-    from pyspark.sql import functions as F
-
+    """Step 1, R_u with each key's level: every pair at level 1 in round 1 (the template adaptive_sips_first.sql),
+    else the pairs whose key is in play in `state` (adaptive_sips_remaining.sql)."""
     if state is None:
-        return pairs.withColumn("_dp_level", F.lit(1.0))
-    return pairs.join(state.where(F.col("_dp_level") > 0).select(*engine.keys, "_dp_level"), engine.keys)
+        return engine.template("adaptive_sips_first", {"pairs": pairs}, {})
+    return engine.template("adaptive_sips_remaining", {"pairs": pairs, "state": state}, {},
+                           fragments={"match": engine.key_match("p", "s")})
 
 
 def vectors(engine: SparkStages, kept: DataFrame, cap: float) -> DataFrame:
@@ -35,12 +35,15 @@ def weights(engine: SparkStages, vectors: DataFrame) -> DataFrame:
 
 def state(engine: SparkStages, remaining: DataFrame, vectors: DataFrame, state: DataFrame | None, plan: RoundPlan,
           params: Params, index: int) -> tuple[DataFrame, int]:
-    """Noise on every key of ∪R_u (sql/adaptive_sips_universe.sql), the mechanism's rule
-    (`next_state`) by the generic `decide` stage → stored state (keys in play or released
-    this round, plus those released earlier) and the number released this round."""
+    """Noise on every key of ∪R_u (the template adaptive_sips_universe.sql), the mechanism's rule
+    (`next_state`) by the generic `decide` stage → stored state (keys in play or released this round,
+    plus those released earlier: the DataFrame twin of adaptive_sips_state.sql, _decided.sql and
+    _carry.sql, DuckDB inserts with no Spark SQL form; tests/test_contract_spark.py ties them over two
+    rounds) and the number released this round."""
     from pyspark.sql import functions as F
 
-    universe = remaining.select(*engine.keys).distinct().join(weights(engine, vectors), engine.keys, "left")
+    universe = engine.template("adaptive_sips_universe", {"remaining": remaining, "weighted": weights(engine, vectors)},
+                               {}, subqueries=("remaining", "weighted"))
     decided = engine.store(engine.decide(universe, plan, state_rule(plan, params), STATE_COLUMNS))
     count = decided.where(F.col("_dp_released")).count()
     new = decided.select(*engine.keys, "_dp_level",
@@ -51,6 +54,5 @@ def state(engine: SparkStages, remaining: DataFrame, vectors: DataFrame, state: 
 
 
 def released(engine: SparkStages, state: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return state.where(F.col("_dp_round").isNotNull()).select(*engine.keys)
+    """The keys a state records as released: the template adaptive_sips_released.sql."""
+    return engine.template("adaptive_sips_released", {"state": state}, {})

@@ -9,10 +9,8 @@ from . import SCREEN_COLUMNS, screen_exceptions
 
 def mad_vectors(engine: DuckDBStages, kept: Query) -> Query:
     """Stored user vectors (`_dp_user`, keys, `_dp_d`, `_dp_uw` = 1/√d) [mad_vectors.sql; spec §2, §4]."""
-    ctx = engine.ctx
-    target = ctx.temp_table("vectors")
-    ctx.execute("mad_vectors", {"target": target, "kept": kept.sql, "keys": ctx.key_aliases}, kept.params)
-    return engine.table(target)
+    return engine.store(engine.query("mad_vectors", {"kept": kept.sql, "keys": engine.ctx.key_aliases}, kept.params),
+                        "vectors")
 
 
 def mad_weights(engine: DuckDBStages, vectors: Query, plan: RoundPlan) -> Query:
@@ -46,17 +44,19 @@ def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1: Roun
 def mad2r_vectors(engine: DuckDBStages, pairs: Query, status: Query, max_contributions: int, beta_min: float,
                   beta_max: float) -> Query:
     """Stored round-2 user vectors (`_dp_user`, keys, `_dp_d`, `_dp_v`, `_dp_uw`, `_dp_biased`)
-    [mad2r_remaining.sql, mad2r_vectors.sql, mad2r_biased.sql; spec §6, §4]."""
+    [mad2r_remaining.sql, mad2r_vectors.sql, mad2r_biased.sql written in place by mad2r_set_biased.sql;
+    spec §6, §4]."""
     ctx = engine.ctx
     keys = ctx.key_aliases
     remaining = engine.query("mad2r_remaining", {"pairs": engine.table_name(pairs), "keys": keys,
                                                  "status": engine.table_name(status)}, {"beta_min": beta_min})
     kept = engine.truncate(engine.sized(remaining, ", bool_or(_dp_b < 1) AS _dp_biased"), max_contributions)
-    target = ctx.temp_table("vectors2")
-    ctx.execute("mad2r_vectors", {"target": target, "kept": kept.sql, "keys": keys}, kept.params)
-    ctx.execute("mad2r_biased", {"target": target, "keys": keys, "match": ctx.key_match("t", "s")},
-                {"beta_max": beta_max})
-    return engine.table(target)
+    vectors = engine.store(engine.query("mad2r_vectors", {"kept": kept.sql, "keys": keys}, kept.params), "vectors2")
+    target = engine.table_name(vectors)
+    biased = engine.query("mad2r_biased", {"vectors": target, "keys": keys}, {"beta_max": beta_max})
+    ctx.execute("mad2r_set_biased", {"target": target, "biased": biased.sql, "match": ctx.key_match("t", "s")},
+                biased.params)
+    return vectors
 
 
 def mad2r_released(engine: DuckDBStages, status: Query) -> Query:

@@ -1,5 +1,4 @@
 -- rendering 1 of 1; binds $max_contributions=2, $trunc_salt=4041988694836402461
-CREATE TEMP TABLE "_duckdp_000000000000_vectors1" AS
 WITH kept AS (       -- kept pairs with d (stage_truncate.sql)
   SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM "_duckdp_000000000000_pairs0" WHERE _dp_size <= $max_contributions
 UNION ALL

@@ -1,5 +1,4 @@
 -- rendering 1 of 1; binds $beta_min=0.5, $max_contributions=2, $trunc_salt=4495534904771661033
-CREATE TEMP TABLE "_duckdp_000000000000_vectors25" AS
 WITH kept AS (       -- kept round-2 pairs with b_i, d and the user's bias flag
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns

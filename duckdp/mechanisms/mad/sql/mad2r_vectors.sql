@@ -3,10 +3,9 @@
 -- had a remaining key with b_i < 1, from stage_sized.sql). Each row gets v_i = b_i/√d and the
 -- entry w^u_i = 1/√d: the UserWeights vector of a user with no b_i < 1 (§4, unbiased case: v has
 -- norm 1 and no entry above cap = β_max/√d ≥ 1/√d). The _dp_biased users' entries are then
--- recomputed by mad2r_biased.sql.
--- idents: target, kept, keys
+-- recomputed by mad2r_biased.sql. Also Spark SQL (duckdp/mechanisms/mad/spark.py runs it on Spark).
+-- idents: kept, keys
 -- params:
-CREATE TEMP TABLE {target} AS
 WITH kept AS (       -- kept round-2 pairs with b_i, d and the user's bias flag
   {kept}
 )

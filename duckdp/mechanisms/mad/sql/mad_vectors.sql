@@ -1,8 +1,8 @@
 -- MAD user vectors, unbiased (spec §2 step 1, §4 with β ≡ 1): one row per kept (user, key) with
--- d = kept size and the UserWeights entry w^u_i = 1/√d. Materialised: every MAD stage reads it.
--- idents: target, kept, keys
+-- d = kept size and the UserWeights entry w^u_i = 1/√d. Stored (every MAD stage reads it); also
+-- Spark SQL (duckdp/mechanisms/mad/spark.py runs it on Spark).
+-- idents: kept, keys
 -- params:
-CREATE TEMP TABLE {target} AS
 WITH kept AS (       -- kept pairs with d (stage_truncate.sql)
   {kept}
 )
