@@ -1,7 +1,9 @@
 """The privacy core of private GROUP BY (docs/specs/private-group-by.md): metric specs, the budget
 plan (selection share, one discrete Gaussian per measure, grids, thresholds, confidence) and the
-post-processing of noisy integers into released columns. Engine-free: engines supply per-key true
-integers on the plan's grids, this module says how much noise they get and what is released.
+post-processing of noisy integers into released columns. One measure per distinct per-key quantity: every
+metric needing it reads the same noisy integer (spec §3.1), and each measure is charged once. Engine-free:
+engines supply per-key true integers on the plan's grids, this module says how much noise they get and what
+is released.
 
 Accounting is δ-approximate zCDP for both budget types. Each measure is a per-key histogram on the
 released key set K with integer ℓ2 sensitivity Δ (a user adds to at most Δ0 keys of K, at most
@@ -119,8 +121,8 @@ class Reading:
 class Measure:
     """One noisy integer per released key, drawn once and read by every metric in `readers` (post-processing,
     Dwork & Roth Prop. 2.1). `part` is what the engine computes per key on the grid: "users" (distinct users),
-    "count" (rows; rows with a non-NULL `metric`'s column for a mean's count) or "sum" (Σ round(clip(v)/step)
-    − offset per row), for the first reader `metric`'s column and bounds; it gets N_Z(0, sigma²) from PRF
+    "count" (rows; for a mean's count, rows whose value is not NULL) or "sum" (Σ round(clip(v)/step) − offset
+    per row), on the column and bounds of `metric`, its first reader; it gets N_Z(0, sigma²) from PRF
     sub-key K[b"aggm", tag]. `rho` = sensitivity²/(2σ²), or 0 for the threshold's own draw (tag
     THRESHOLD_TAG); `coverage`/`half_width` are the first reader's."""
 
