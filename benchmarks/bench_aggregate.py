@@ -15,7 +15,9 @@ How each tool is configured (its best documented setting for an (ε, δ) budget,
               K ∈ {threshold, adaptive_sips, dpsips}. Budget split (docs/specs/private-group-by.md §4):
               δ/2 to the selection, ρ = the largest zCDP with (ε, δ/2) by DP-SIPS Cor. 9; selection gets
               0.4·ρ (keys="threshold": the users metric *is* the thresholded count, no second charge),
-              the rest split evenly over the metrics, a mean split evenly into centred sum and count.
+              the rest split evenly over the metrics, a mean split evenly into centred sum and count
+              (shared measures, spec §3.1: the users metric reads the row count at m = 1 — one draw,
+              the same numbers as before for these queries, which share nothing else).
               Exact discrete Gaussian noise. Seeded (`seed=`), so runs are reproducible.
   pipelinedp  DPEngine(NaiveBudgetAccountant(ε, δ), LocalBackend()).aggregate with metrics PRIVACY_ID_COUNT,
               MEAN (+ SUM on purchases), noise_kind=GAUSSIAN, max_partitions_contributed=Δ0,

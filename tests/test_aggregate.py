@@ -377,3 +377,13 @@ def test_sum_far_from_zero_saturates_instead_of_failing_after_the_charge(con):
     plan_step = agg.plan.measure("s", "sum").step
     assert 0 < s <= 2**62 * plan_step * 1.01 and s < n * 1e12
     assert session.ledger.column("error").to_pylist() == [None]
+
+
+def test_users_and_count_are_one_draw_when_one_row_per_key(con):
+    """m = 1: a kept (user, key) keeps exactly one row, so distinct users = rows and both metrics release the
+    same noisy integer (one draw, charged once); m = 2: two draws."""
+    t = ratings()
+    one = run(con, t, keys=["k001", "k002", "k003", "nobody"]).to_arrow()
+    assert one.column("raters").to_pylist() == one.column("ratings").to_pylist()
+    two = run(con, t, keys=["k001", "k002", "k003", "nobody"], max_rows_per_key=2).to_arrow()
+    assert two.column("raters").to_pylist() != two.column("ratings").to_pylist()

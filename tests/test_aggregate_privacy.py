@@ -335,3 +335,66 @@ def test_sensitivity_audit_catches_broken_bounds(broken, caught):
     gaps = audit_gaps(**broken)
     for m in caught:
         assert gaps[m] > 1.5, (m, gaps[m])
+
+
+# ---------------------------------------------------------------- shared measures (one draw per distinct quantity)
+
+UCM = {"u": "users", "c": "count", "a": ("mean", "v", 1, 5)}
+
+
+def test_metrics_reading_one_quantity_share_one_measure():
+    """{users, count, mean}: with m = 1 distinct users = rows per key, so users and count read one draw
+    (3 measures: rows, the mean's centred sum, the mean's count of non-NULL values); with m = 2 users is its
+    own (4). Two means on one column share its count; with the same bounds also the centred sum."""
+    one, two = plan(metrics=UCM, max_rows_per_key=1), plan(metrics=UCM, max_rows_per_key=2)
+    assert [(m.metric, m.part) for m in one.measures] == [("u", "count"), ("a", "sum"), ("a", "count")]
+    assert one.measure("u", "users") is one.measure("c", "count")
+    assert [(r.metric, r.role) for r in one.measures[0].readers] == [("u", "users"), ("c", "count")]
+    assert [(m.metric, m.part) for m in two.measures] == [("u", "users"), ("c", "count"), ("a", "sum"), ("a", "count")]
+    assert len({m.tag for m in one.measures}) == 3 and len({m.tag for m in two.measures}) == 4
+    means = plan(metrics={"a": ("mean", "v", 1, 5), "b": ("mean", "v", 1, 5), "w": ("mean", "v", 0, 10),
+                          "x": ("mean", "x", 1, 5), "s": ("sum", "v", 1, 5)})
+    assert means.measure("a", "sum") is means.measure("b", "sum") is not means.measure("w", "sum")
+    assert means.measure("a", "count") is means.measure("b", "count") is means.measure("w", "count")
+    assert means.measure("x", "count") is not means.measure("a", "count")
+    assert means.measure("s", "sum") not in (means.measure("a", "sum"), means.measure("b", "sum"))
+    assert len(means.measures) == 6          # a=b sum, w sum, v count, x sum, x count, s
+    assert "one draw read by u.users, c.count" in "\n".join(one.report_lines())
+
+
+def test_a_shared_quantity_is_charged_once_with_its_readers_combined_share():
+    """Each distinct quantity gets the sum of its readers' shares (a mean's share halved over its two), and the
+    call's ρ sums each quantity once: charging a shared draw per reader would exceed the request, and charging
+    it only one reader's share would leave ρ unspent (and σ too large)."""
+    p = plan(ZCDP(0.9, 1e-6), metrics=UCM, selection_share=0.4)
+    rest = 0.9 * 0.6
+    shared, s, c = p.measures
+    assert shared.rho == pytest.approx(rest * 2 / 3, rel=1e-12)                     # users' and count's thirds
+    assert s.rho == pytest.approx(rest / 6, rel=1e-12) and c.rho == pytest.approx(rest / 6, rel=1e-12)
+    assert shared.sigma == pytest.approx(2 / math.sqrt(2 * rest * 2 / 3), rel=1e-11)       # √Δ0 = 2
+    assert math.fsum([p.selection_budget.rho] + [m.rho for m in p.measures]) == p.rho == p.spent.rho == 0.9
+    per_reader = math.fsum([p.selection_budget.rho] + [m.rho for m in p.measures for _ in m.readers])
+    assert per_reader > 0.9
+    shares = plan(ZCDP(0.9, 1e-6), metrics=UCM, selection_share=0.4, metric_shares={"u": 0.5, "c": 0.1, "a": 0.4})
+    assert shares.measures[0].rho == pytest.approx(rest * 0.6, rel=1e-12)
+    assert shares.measures[1].rho == pytest.approx(rest * 0.2, rel=1e-12)
+
+
+def test_readers_of_one_draw_release_consistent_numbers_and_their_own_intervals():
+    """users == count (one draw), and a mean's denominator is the draw every mean on that column reads; each
+    reader keeps its own coverage (a mean's halves at 1 − (1 − c)/2, a count at c)."""
+    metrics = UCM | {"b": ("mean", "v", 0, 10)}
+    p = plan(keys="public", metrics=metrics, confidence=0.9, max_rows_per_key=1)
+    rows, sa, sb, cnt = p.measures[0], p.measure("a", "sum"), p.measure("b", "sum"), p.measure("a", "count")
+    assert p.measure("b", "count") is cnt and cnt is not rows
+    noisy = {(rows.metric, rows.part): np.array([7, 40]), (sa.metric, sa.part): np.array([0, 80 * 2**14]),
+             (sb.metric, sb.part): np.array([0, 0]), (cnt.metric, cnt.part): np.array([5, 40])}
+    out = finish(p, noisy)
+    assert out["u"].tolist() == out["c"].tolist() == [7, 40]
+    assert out["a"].tolist() == [3.0, 5.0] and out["b"].tolist() == [5.0, 5.0]          # 3 + 2 per row, clamped
+    assert out["a"][1] == min(5.0, (sa.offset + 80 * 2**14 / 40) * sa.step)
+    assert p.reading("u", "users").coverage == p.reading("c", "count").coverage == 0.9
+    assert p.reading("a", "count").coverage == p.reading("b", "count").coverage == 0.95
+    assert p.reading("a", "count").half_width == half_width(cnt.sigma, 0.95)
+    assert p.reading("c", "count").half_width == half_width(rows.sigma, 0.9)
+    assert (out["u_high"] - out["u"]).tolist() == [p.reading("u", "users").half_width] * 2

@@ -1,7 +1,9 @@
 """The privacy core of private GROUP BY (docs/specs/private-group-by.md): metric specs, the budget
 plan (selection share, one discrete Gaussian per measure, grids, thresholds, confidence) and the
-post-processing of noisy integers into released columns. Engine-free: engines supply per-key true
-integers on the plan's grids, this module says how much noise they get and what is released.
+post-processing of noisy integers into released columns. One measure per distinct per-key quantity: every
+metric needing it reads the same noisy integer (spec §3.1), and each measure is charged once. Engine-free:
+engines supply per-key true integers on the plan's grids, this module says how much noise they get and what
+is released.
 
 Accounting is δ-approximate zCDP for both budget types. Each measure is a per-key histogram on the
 released key set K with integer ℓ2 sensitivity Δ (a user adds to at most Δ0 keys of K, at most
@@ -104,12 +106,25 @@ def parse_metrics(metrics: Any) -> tuple[Metric, ...]:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """How one metric reads a measure: `role` is "users", "count" or "sum" (a mean reads a "sum" and a
+    "count"); `half_width` (grid steps) covers the measure's noise with probability `coverage` (a mean's two
+    readings each at 1 − (1 − c)/2, union bound), so metrics sharing a measure keep their own intervals."""
+
+    metric: str
+    role: str
+    coverage: float | None
+    half_width: int | None
+
+
+@dataclass(frozen=True)
 class Measure:
-    """One noisy integer per released key. `part` is what the engine computes per key on the grid:
-    "users" (distinct users), "count" (rows) or "sum" (Σ round(clip(v)/step) − offset per row);
-    it gets N_Z(0, sigma²) from PRF sub-key K[b"aggm", tag]. `rho` = sensitivity²/(2σ²), or 0 for a users
-    metric that is the threshold's own draw (tag THRESHOLD_TAG); `half_width` (grid steps) covers the
-    noise with probability `coverage`."""
+    """One noisy integer per released key, drawn once and read by every metric in `readers` (post-processing,
+    Dwork & Roth Prop. 2.1). `part` is what the engine computes per key on the grid: "users" (distinct users),
+    "count" (rows; for a mean's count, rows whose value is not NULL) or "sum" (Σ round(clip(v)/step) − offset
+    per row), on the column and bounds of `metric`, its first reader; it gets N_Z(0, sigma²) from PRF
+    sub-key K[b"aggm", tag]. `rho` = sensitivity²/(2σ²), or 0 for the threshold's own draw (tag
+    THRESHOLD_TAG); `coverage`/`half_width` are the first reader's."""
 
     metric: str
     part: str
@@ -121,6 +136,7 @@ class Measure:
     tag: int
     coverage: float | None
     half_width: int | None
+    readers: tuple[Reading, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,11 +171,20 @@ class AggregatePlan:
     zcdp_delta: float                      # the selection's δ (0 with public keys)
     spent: Spent
 
-    def measure(self, metric: str, part: str) -> Measure:
+    def measure(self, metric: str, role: str) -> Measure:
+        """The measure that `metric` reads in `role` ("users", "count", "sum")."""
+        return self._read(metric, role)[0]
+
+    def reading(self, metric: str, role: str) -> Reading:
+        """How `metric` reads its `role` measure (its own coverage and half-width)."""
+        return self._read(metric, role)[1]
+
+    def _read(self, metric: str, role: str) -> tuple[Measure, Reading]:
         for m in self.measures:
-            if (m.metric, m.part) == (metric, part):
-                return m
-        raise KeyError((metric, part))
+            for r in m.readers:
+                if (r.metric, r.role) == (metric, role):
+                    return m, r
+        raise KeyError((metric, role))
 
     def report_lines(self) -> list[str]:
         """The plan in words, for reports and `explain`."""
@@ -173,9 +198,10 @@ class AggregatePlan:
             lines.append(f"threshold: users + N_Z(0, {t.sigma:.6g}²) ≥ {t.threshold} (ρ = {t.rho:.6g}, "
                          f"δ = {t.novel_delta:.3g}; Gopi et al. Thm 5.1 / DP-SIPS Thm 13 with CKS20 Prop. 4)")
         for m in self.measures:
-            lines.append(f"{m.metric}.{m.part}: ℓ2 sensitivity {m.sensitivity:.6g} (grid {m.step:g}), "
-                         f"σ = {m.sigma:.6g} grid steps, ρ = {m.rho:.6g}"
-                         + (f", ±{m.half_width} at {m.coverage:g}" if m.half_width is not None else ""))
+            read = ", ".join(f"{r.metric}.{r.role}" + (f" ±{r.half_width} at {r.coverage:g}" if r.half_width is not None
+                                                        else "") for r in m.readers)
+            lines.append(f"{m.metric}.{m.part} [tag {m.tag}]: ℓ2 sensitivity {m.sensitivity:.6g} (grid {m.step:g}), "
+                         f"σ = {m.sigma:.6g} grid steps, ρ = {m.rho:.6g}; one draw read by {read}")
         return lines
 
 
@@ -280,11 +306,30 @@ def _shares(metric_shares: Any, names: list[str]) -> list[float]:
     return shares
 
 
-def _measure(metric: str, part: str, sensitivity: float, rho: float, step: float, offset: int, tag: int,
-             coverage: float | None) -> Measure:
-    sigma = zcdp_sigma(rho, sensitivity)          # σ = Δ/√(2ρ) (Bun & Steinke 2016 Prop. 1.6; CKS20 Prop. 4)
-    hw = None if coverage is None else half_width(sigma, coverage)
-    return Measure(metric, part, float(sensitivity), sigma, rho, step, offset, tag, coverage, hw)
+_THRESHOLD = ("users", "threshold")
+
+
+def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool) -> dict[tuple, list[tuple[str, str, bool]]]:
+    """{quantity: [(metric, role, is_mean)]} in order of first use: the distinct per-key integers the metrics
+    read (spec §3.1). users with keys="threshold": the threshold's draw. users with m = 1: the row count (each
+    kept (user, key) keeps exactly one row, so distinct users = rows); otherwise its own. count: rows per key.
+    A mean's count: rows with a non-NULL value in its column (≠ the count metric's rows where values are NULL,
+    which the plan cannot know without reading data), shared by means on that column. A mean's centred sum:
+    shared by means with the same (column, lower, upper). A sum: shared only by identical sums — reading a
+    mean's centred sum and count instead would add offset² times the count's variance (spec §3.1)."""
+    out: dict[tuple, list[tuple[str, str, bool]]] = {}
+    for mt in metrics:
+        if mt.kind == "users":
+            q = _THRESHOLD if threshold else (("count", None) if m == 1 else ("users",))
+            out.setdefault(q, []).append((mt.name, "users", False))
+        elif mt.kind == "count":
+            out.setdefault(("count", None), []).append((mt.name, "count", False))
+        elif mt.kind == "sum":
+            out.setdefault(("sum", "plain", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", False))
+        else:
+            out.setdefault(("sum", "centred", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", True))
+            out.setdefault(("count", mt.column), []).append((mt.name, "count", True))
+    return out
 
 
 def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_rows_per_key: int = 1,
@@ -323,7 +368,7 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
     if len(set(out_cols)) != len(out_cols):
         raise InvalidParameter(f"metric names and their _low/_high columns must be distinct, got {names}")
 
-    # Which parts get budget: every metric, except users metrics reusing the threshold's noisy count.
+    # Which metrics get budget: every metric, except users metrics reusing the threshold's noisy count.
     budgeted = [mt for mt in metric_specs if not (keys == "threshold" and mt.kind == "users")]
     selects = keys != "public"
     if not selects:
@@ -340,19 +385,28 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
             raise InvalidParameter(f"selection_share must be in (0, 1), got {selection_share!r}")
     shares = _shares(metric_shares, [mt.name for mt in budgeted]) if budgeted else []
 
+    # Distinct quantities (spec §3.1): each is noised once and read by every metric that needs it. A mean's
+    # share is split evenly between its centred sum and its count (minimax, spec §4); each quantity gets the
+    # sum of its readers' shares, so no metric gets more noise than on its own.
+    quantities = _quantities(metric_specs, m, keys == "threshold")
+    weights: dict[tuple, float] = {}
+    metric_share = dict(zip([mt.name for mt in budgeted], shares, strict=True))
+    for q, readers in quantities.items():
+        if q != _THRESHOLD:
+            weights[q] = math.fsum(metric_share[name] / (2 if is_mean else 1) for name, _, is_mean in readers)
+
     # Total ρ and the selection's δ (spec §accounting).
     if isinstance(budget, ZCDP):
         rho, sel_delta = budget.rho, (budget.delta if selects else 0.0)
     else:
         sel_delta = budget.delta / 2 if selects else 0.0
         rho = _zcdp_rho_for(budget, sel_delta)
-    fractions = ([share] + [(1 - share) * s for s in shares]) if share is not None else shares
+    q_shares = list(weights.values())
+    fractions = ([share] + [(1 - share) * w for w in q_shares]) if share is not None else q_shares
     parts = _exact_parts(rho, fractions)          # Σ parts == ρ exactly, the last part takes the rest
     sel_rho = parts.pop(0) if selects else None
 
-    coverage = confidence
     mean_coverage = None if confidence is None else 1 - (1 - confidence) / 2     # union bound over 2 parts
-    measures: list[Measure] = []
     threshold = None
     root = math.sqrt(d0)
     if keys == "threshold":
@@ -361,34 +415,39 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
         # Distinct-user counts: ℓ2 sensitivity √Δ0 over existing keys (Gopi et al. journal Thm A.2).
         sigma = zcdp_sigma(sel_rho, root)
         threshold = Threshold(sigma, threshold_for(sigma, sel_delta, d0), sel_delta, sel_rho)
+    measures: list[Measure] = []
     tag = THRESHOLD_TAG + 1
-    for mt in metric_specs:
-        if mt.kind == "users" and threshold is not None:
-            hw = None if coverage is None else half_width(threshold.sigma, coverage)
-            measures.append(Measure(mt.name, "users", root, threshold.sigma, 0.0, 1.0, 0, THRESHOLD_TAG, coverage, hw))
-            continue
-        r = parts.pop(0)
-        if mt.kind == "users":           # a user adds 1 to each of ≤ Δ0 keys: ℓ2 = √Δ0
-            measures.append(_measure(mt.name, "users", root, r, 1.0, 0, tag, coverage))
-        elif mt.kind == "count":         # ≤ m rows on each of ≤ Δ0 keys: ℓ2 = m√Δ0
-            measures.append(_measure(mt.name, "count", m * root, r, 1.0, 0, tag, coverage))
+    for q, readers in quantities.items():
+        owner = next(mt for mt in metric_specs if mt.name == readers[0][0])
+        part = q[0]
+        if q == _THRESHOLD:
+            if threshold is None:
+                raise InternalError("invariant failed: a threshold plan has a threshold")
+            sens, r, step, off, sigma, q_tag = root, 0.0, 1.0, 0, threshold.sigma, THRESHOLD_TAG
         else:
-            if not (mt.lower is not None and mt.upper is not None):
-                raise InternalError("invariant failed: mt.lower is not None and mt.upper is not None")
-            step = grid_step(mt.lower, mt.upper)
-            lo, hi = grid_bounds(mt.lower, mt.upper, step)
-            if mt.kind == "sum":         # ≤ m values in [lo, hi] grid steps per key: ℓ2 = m·max(|lo|, |hi|)·√Δ0
-                measures.append(_measure(mt.name, "sum", m * max(abs(lo), abs(hi)) * root, r, step, 0, tag, coverage))
+            r, step, off, q_tag = parts.pop(0), 1.0, 0, tag
+            tag += 1
+            if part == "users":          # a user adds 1 to each of ≤ Δ0 keys: ℓ2 = √Δ0
+                sens = root
+            elif part == "count":        # ≤ m rows on each of ≤ Δ0 keys: ℓ2 = m√Δ0
+                sens = m * root
             else:
-                # mean = offset + Σ(v − offset)/count: the centred sum (values within ⌈(hi − lo)/2⌉ of the
-                # offset) and the count share the metric's ρ evenly (minimax for the mean's variance, spec).
-                off = (lo + hi) // 2
-                b = max(off - lo, hi - off)
-                r_sum, r_count = _exact_parts(r, [0.5, 0.5])
-                measures.append(_measure(mt.name, "sum", m * b * root, r_sum, step, off, tag, mean_coverage))
-                tag += 1
-                measures.append(_measure(mt.name, "count", m * root, r_count, 1.0, 0, tag, mean_coverage))
-        tag += 1
+                if not (owner.lower is not None and owner.upper is not None):
+                    raise InternalError("invariant failed: owner.lower is not None and owner.upper is not None")
+                step = grid_step(owner.lower, owner.upper)
+                lo, hi = grid_bounds(owner.lower, owner.upper, step)
+                if owner.kind == "sum":  # ≤ m values in [lo, hi] grid steps per key: ℓ2 = m·max(|lo|, |hi|)·√Δ0
+                    sens = m * max(abs(lo), abs(hi)) * root
+                else:                    # a mean's centred sum: values within max(o − lo, hi − o) of the offset
+                    off = (lo + hi) // 2
+                    sens = m * max(off - lo, hi - off) * root
+            sigma = zcdp_sigma(r, sens)  # σ = Δ/√(2ρ) (Bun & Steinke 2016 Prop. 1.6; CKS20 Prop. 4)
+        reads = []
+        for name, role, is_mean in readers:
+            cov = mean_coverage if is_mean else confidence
+            reads.append(Reading(name, role, cov, None if cov is None else half_width(sigma, cov)))
+        measures.append(Measure(owner.name, part, float(sens), sigma, r, step, off, q_tag, reads[0].coverage,
+                                reads[0].half_width, tuple(reads)))
 
     total = math.fsum([sel_rho or 0.0] + [x.rho for x in measures])
     spent = _spent(budget, total, sel_delta)
@@ -434,23 +493,27 @@ def mean_interval(noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float, 
 
 def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> dict[str, np.ndarray]:
     """Released columns (name, then name_low/name_high with confidence) from each measure's noisy integers
-    per key, in the keys' (sorted) order: a function of released numbers and the plan only."""
+    per key (keyed by the measure's (metric, part)), in the keys' (sorted) order: a function of released
+    numbers and the plan only. Metrics sharing a measure read the same noisy integers."""
     out: dict[str, np.ndarray] = {}
+
+    def read(metric: str, role: str) -> tuple[Measure, Reading, np.ndarray]:
+        ms, rd = plan._read(metric, role)
+        return ms, rd, np.asarray(noisy[(ms.metric, ms.part)], dtype=np.int64)
+
     for mt in plan.metrics:
         if mt.kind == "mean":
             if not (mt.lower is not None and mt.upper is not None):
                 raise InternalError("invariant failed: mt.lower is not None and mt.upper is not None")
-            ms, mc = plan.measure(mt.name, "sum"), plan.measure(mt.name, "count")
-            s, c = noisy[(mt.name, "sum")], noisy[(mt.name, "count")]
+            (ms, rs, s), (_, rc, c) = read(mt.name, "sum"), read(mt.name, "count")
             out[mt.name] = finish_mean(s, c, mt.lower, mt.upper, ms.step, ms.offset)
             if plan.confidence is not None:
-                if not (ms.half_width is not None and mc.half_width is not None):
+                if not (rs.half_width is not None and rc.half_width is not None):
                     raise InternalError("invariant failed: both halves of a mean have half-widths")
-                lo, hi = mean_interval(s, c, mt.lower, mt.upper, ms.step, ms.offset, ms.half_width, mc.half_width)
+                lo, hi = mean_interval(s, c, mt.lower, mt.upper, ms.step, ms.offset, rs.half_width, rc.half_width)
                 out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo, hi
             continue
-        ms = plan.measure(mt.name, mt.kind)
-        x = np.asarray(noisy[(mt.name, mt.kind)], dtype=np.int64)
+        ms, rd, x = read(mt.name, mt.kind)
         if mt.kind == "sum":
             out[mt.name] = x.astype(np.float64) * ms.step        # exact: power-of-two step, |x| < 2^53
         elif ms.tag == THRESHOLD_TAG:     # the threshold's noisy c_k = users − (pre_threshold − 1): shift back
@@ -459,9 +522,9 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
         else:
             out[mt.name] = x
         if plan.confidence is not None:
-            if ms.half_width is None:
-                raise InternalError("invariant failed: ms.half_width is not None")
-            lo_i, hi_i = x - ms.half_width, x + ms.half_width
+            if rd.half_width is None:
+                raise InternalError("invariant failed: rd.half_width is not None")
+            lo_i, hi_i = x - rd.half_width, x + rd.half_width
             if mt.kind == "sum":
                 out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo_i * ms.step, hi_i * ms.step
             else:                  # counts are ≥ 0: clamping the interval is post-processing
