@@ -92,13 +92,27 @@ def test_choose_quantile_interpolation_and_clamps():
     # 90 users in [1, 4), 10 in [256, 1024): p90 is the end of bucket 0
     assert ac.choose(np.array([90, 0, 0, 0, 10, 0, 0]), 1.0, zero) == 4
     assert ac.choose(np.array([10, 0, 0, 0, 0, 0, 90]), 1.0, zero) == ac.CAP        # open bucket → the cap
-    assert ac.choose(np.array([1, 1, 1, 1, 1, 1, 1]), 1.0, zero) == ac.FALLBACK    # all below 2σ
-    # buckets below the 2σ cut-off are dropped: the 3 users in [1024, 4096) do not count at σ = 2
+    assert ac.choose(np.zeros(7), 1.0, -np.ones(7)) == ac.FALLBACK                 # every noisy count ≤ 0
+    # only the run of buckets around the noisy mode counts: the 3 users in [1024, 4096), not next to it,
+    # do not count at σ = 2
     assert ac.choose(np.array([0, 100, 0, 0, 0, 3, 0]), 2.0, zero) == math.ceil(4 * 4 ** 0.9)
     for _ in range(200):                                   # always an integer in [1, CAP]
         rng = np.random.default_rng(_)
         d = ac.choose(rng.integers(0, 50, 7), float(rng.uniform(0.1, 30)), rng.standard_normal(7))
         assert isinstance(d, int) and 1 <= d <= ac.CAP
+
+
+def test_support_is_the_run_around_the_mode():
+    """A real bucket next to the mode is kept down to CUTOFF·σ (the old 2σ cut on every bucket dropped it
+    and moved Δ0 a bucket down); buckets past a gap, or a lone noisy bucket, are not."""
+    sigma = 39.0
+    noisy = np.array([0.0, 0.0, 284, 223, 60.0, 0.0, 0.0])     # 60 users ≈ 1.5σ above the mode's bucket
+    assert ac.choose(noisy, sigma, np.zeros(7)) > 256          # the p90 lies in [256, 1024), not at 256
+    assert ac.support(noisy, sigma).tolist() == [False, False, True, True, True, False, False]
+    gap = np.array([0.0, 0.0, 284, 223, 0.0, 80.0, 0.0])       # 80 ≥ σ but past an empty bucket
+    assert ac.support(gap, sigma).tolist() == [False, False, True, True, False, False, False]
+    low = np.array([50.0, 500, 30, 0, 0, 0, 0])                 # below the mode too; 30 < σ ends the run
+    assert ac.support(low, sigma).tolist() == [True, True, False, False, False, False, False]
 
 
 def test_estimate_noise_has_its_own_key_and_is_reproducible():
