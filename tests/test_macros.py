@@ -657,3 +657,55 @@ def test_truncation_keeps_the_delta0_smallest_prf_keys(mcon):
     mcon.sql("SELECT * FROM duckdp_weighted_gaussian('tr', 'user_id', 'item', rho := 1, delta := 1e-5, "
              "max_contributions := 4)").fetchall()
     assert sum(seen) == pytest.approx(30 * 4 / 2 + 3 / math.sqrt(3), rel=1e-12) and len(seen) == 30 * 4 + 3
+
+
+# --- max_contributions 'auto' in the shell (issue 21) -------------------------------------------
+
+def test_auto_choose_macro_equals_python(mcon):
+    """duckdp_auto_choose is auto_contributions.choose: same Δ0 on random counts, σ and draws (gaps, ties at 0)."""
+    from duckdp.privacy import auto_contributions as ac
+    rng = np.random.default_rng(21)
+    for _ in range(300):
+        counts = rng.integers(0, 60, 7) * (rng.random(7) < 0.6)
+        sigma, z = float(rng.uniform(0.5, 30)), rng.standard_normal(7)
+        got = mcon.execute("SELECT duckdp_auto_choose(?, ?, ?)", [counts.tolist(), sigma, z.tolist()]).fetchone()[0]
+        assert got == ac.choose(counts, sigma, z), (counts, sigma, z)
+
+
+def test_auto_contributions_macro_budget_and_choice(mcon):
+    """50 users with 2 keys, 50 with 8: p90 = 4·4^0.8 → Δ0 = 13 at negligible noise; the estimate spends
+    share·(ε|ρ, δ) with the σ of duckdp.privacy.calibration, the mechanism gets the rest (never more)."""
+    from duckdp.privacy.calibration import analytic_gaussian_sigma, zcdp_sigma
+    mcon.execute("CREATE TABLE a AS SELECT u AS user_id, 'k' || i AS item FROM range(100) r(u), range(8) s(i) "
+                 "WHERE i < CASE WHEN u < 50 THEN 2 ELSE 8 END")
+    (d0, eps, rho, delta, c_eps, c_rho, c_delta, sigma, seeded), = mcon.sql(
+        "SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', rho := 1e6, delta := 1e-5)").fetchall()
+    assert d0 == 13 and seeded and eps is None and c_eps is None
+    assert c_rho == 1e6 * 0.01 and rho + c_rho <= 1e6 and delta + c_delta <= 1e-5 and c_delta == 1e-5 * 0.01
+    assert sigma == pytest.approx(zcdp_sigma(1e4), rel=1e-12)
+    row = mcon.sql("SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', epsilon := 2, delta := 1e-5, "
+                   "share := 0.1)").fetchall()[0]
+    assert row[1] + row[4] <= 2 and row[3] + row[6] <= 1e-5 and row[2] is None
+    assert row[7] == pytest.approx(analytic_gaussian_sigma(0.2, 1e-6), rel=1e-9)
+    # the two-step use: the mechanism with what is left
+    released = mcon.sql(f"SELECT * FROM duckdp_dpsips('a', 'user_id', 'item', rho := {rho!r}, delta := {delta!r}, "
+                        f"max_contributions := {d0})").fetchall()
+    assert len(released) == 8                      # every key has ≥ 50 users at ρ ≈ 1e6
+    with pytest.raises(duckdb.Error, match=re.escape("share must be a number in (0, 0.25]")):
+        mcon.sql("SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', rho := 1, delta := 1e-5, "
+                 "share := 0.5)").fetchall()
+    with pytest.raises(duckdb.Error, match="exactly one of epsilon"):
+        mcon.sql("SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', delta := 1e-5)").fetchall()
+
+
+def test_auto_contributions_macro_noise_is_keyed_and_fresh(mcon):
+    """Under a test key and setseed the choice is reproducible; each call draws a fresh salt (nonce), so
+    two calls' noisy choices differ at a σ_a that matters."""
+    mcon.execute("CREATE TABLE n AS SELECT u AS user_id, 'k' || i AS item FROM range(300) r(u), range(40) s(i) "
+                 "WHERE i < 1 + u % 37")
+    q = "SELECT max_contributions FROM duckdp_auto_contributions('n', 'user_id', 'item', rho := 0.0005, delta := 1e-5)"
+    mcon.execute("SELECT setseed(0.25)").fetchall()
+    first = [mcon.sql(q).fetchall()[0][0] for _ in range(6)]
+    mcon.execute("SELECT setseed(0.25)").fetchall()
+    assert [mcon.sql(q).fetchall()[0][0] for _ in range(6)] == first
+    assert len(set(first)) > 1
