@@ -505,7 +505,8 @@ SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM rel
 --                               max_contributions := <max_contributions>);
 -- The first spends `share` of the budget (default 0.01) on a private Δ0, the second the rest: the two
 -- together stay within the request only if the second gets no more than the first's output (the
--- shell cannot check this; duckdp.select does both in one call and charges them together).
+-- shell cannot check this; duckdp.select does both in one call and charges them together). The result
+-- names its `composition`: 'zcdp', 'gdp' (exact Gaussian-DP split) or 'basic'.
 -- ---------------------------------------------------------------------------------------------
 
 -- Δ0 from the 7 bucket counts, σ_a and 7 standard normal draws: auto_contributions.choose. The support
@@ -528,25 +529,59 @@ CREATE OR REPLACE TEMP MACRO duckdp_auto_choose(counts, sigma, z) AS
                         ), 1), 4096)::BIGINT END
             )[1])[1])[1])[1])[1])[1];
 
+-- The ε at which μ-GDP spends δ: the smallest ε with δ_μ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) ≤ δ
+-- (Dong, Roth & Su 2022, Cor. 2.13; δ_μ is the analytic Gaussian δ at σ = 1/μ), by 64 bisection steps
+-- on [0, 1024]; the upper end (which satisfies it) is returned.
+CREATE OR REPLACE TEMP MACRO duckdp_gdp_epsilon(mu, delta) AS
+  list_reduce(list_transform(range(64), lambda i: [0.0e0, 0.0e0]),
+    lambda br, step: CASE WHEN duckdp_analytic_gaussian_delta(1 / mu::DOUBLE, (br[1] + br[2]) / 2) > delta::DOUBLE
+                          THEN [(br[1] + br[2]) / 2, br[2]] ELSE [br[1], (br[1] + br[2]) / 2] END,
+    [0.0e0, 1024.0e0])[2];
+
+-- The (ε, δ) split of duckdp.select (auto_contributions._split_gdp), exact for the shell's mechanisms,
+-- all Gaussian with joint σ at (ε, δ/2) and novel keys on δ/2: δ_m = (1 − share)·δ; μ = 1/σ(ε, δ − δ_m/2);
+-- ε_m = the ε at which √(1 − share)·μ-GDP spends δ_m/2; μ_m = 1/σ(ε_m, δ_m/2), the mechanism's μ at
+-- (ε_m, δ_m); σ_a = 1/√(μ² − μ_m²) (+1e-9 relative). GDP composes exactly (Dong et al. Cor. 3.3): the
+-- curve at ε is ≤ δ − δ_m/2, and with the novel keys' δ_m/2 the whole is (ε, δ)-DP. NULL where it does
+-- not apply (ε_m outside [ε/2, ε)): the caller then uses basic composition.
+CREATE OR REPLACE TEMP MACRO duckdp_auto_gdp_split(epsilon, delta, share) AS
+  list_transform([delta::DOUBLE - delta::DOUBLE * share::DOUBLE], lambda delta_m:
+    list_transform([1 / duckdp_analytic_gaussian_sigma(epsilon, delta::DOUBLE - delta_m / 2)], lambda mu:
+      list_transform([duckdp_gdp_epsilon(mu * sqrt(1 - share::DOUBLE), delta_m / 2)], lambda eps_m:
+        CASE WHEN eps_m >= epsilon::DOUBLE / 2 AND eps_m < epsilon::DOUBLE THEN
+          list_transform([1 / duckdp_analytic_gaussian_sigma(eps_m, delta_m / 2)], lambda mu_m:
+            CASE WHEN mu_m < mu THEN {'epsilon': eps_m, 'delta': delta_m,
+                                      'sigma': duckdp_round_up(1 / sqrt(mu * mu - mu_m * mu_m)) * (1 + 1e-9)} END)[1]
+        END)[1])[1])[1];
+
 -- Users per bucket of their distinct-key count [1, 4), [4, 16), …, [1024, 4096), [4096, ∞): each user in
 -- exactly one bucket (ℓ2 sensitivity 1), + N(0, σ_a²) from the keyed PRF under this call's own salt
--- (purpose 'a'); σ_a = 1/√(2·share·ρ) (Bun & Steinke 2016 Prop. 1.6) or the analytic Gaussian σ at
--- (share·ε, share·δ) (Balle & Wang 2018 Thm 8; basic composition, Dwork & Roth 2014 Thm 3.16, with the
--- mechanism's (1 − share)·(ε, δ) — duckdp.select's exact Gaussian-DP split is not in SQL). The noisy
--- counts stay inside; only Δ0 and the budgets are returned. The mechanism's budget is (1 − 1e-12)·(the
--- rest), so the two parts never sum above the request by a rounding.
+-- (purpose 'a'). zCDP: σ_a = 1/√(2·share·ρ) (Bun & Steinke 2016 Prop. 1.6), the mechanism gets the rest
+-- (additive, Lemma 2.3). (ε, δ): duckdp_auto_gdp_split, else basic composition (Dwork & Roth 2014 Thm
+-- 3.16): the analytic Gaussian σ at (share·ε, share·δ) (Balle & Wang 2018 Thm 8), the mechanism the rest.
+-- The noisy counts stay inside; only Δ0 and the budgets are returned. Under zCDP and basic composition
+-- the mechanism's budget is (1 − 1e-12)·(the rest), so the parts never sum above the request by a rounding.
 CREATE OR REPLACE TEMP MACRO duckdp_auto_contributions(tbl, user_col, item_col, epsilon := NULL, rho := NULL,
                                                        delta := NULL, share := 0.01) AS TABLE
-WITH plan AS MATERIALIZED (      -- budget checks (duckdp_plan's), σ_a and the salt (no data read)
+WITH checked AS MATERIALIZED (   -- budget checks (duckdp_plan's), the (ε, δ) split and the salt (no data read)
   SELECT CASE WHEN NOT (share::DOUBLE > 0 AND share::DOUBLE <= 0.25)
-                THEN error('duckdp: share must be a number in (0, 0.25]')::DOUBLE
-              WHEN rho IS NOT NULL THEN duckdp_zcdp_sigma(rho::DOUBLE * share::DOUBLE)
-              ELSE duckdp_analytic_gaussian_sigma(epsilon::DOUBLE * share::DOUBLE, delta::DOUBLE * share::DOUBLE)
-         END AS _dp_sigma,
-         epsilon::DOUBLE * share::DOUBLE AS _dp_eps_a, rho::DOUBLE * share::DOUBLE AS _dp_rho_a,
-         delta::DOUBLE * share::DOUBLE AS _dp_delta_a, duckdp_salt(nonce, 0, 'a') AS _dp_salt
+                THEN error('duckdp: share must be a number in (0, 0.25]')::DOUBLE ELSE share::DOUBLE END AS _dp_share,
+         CASE WHEN epsilon IS NOT NULL THEN duckdp_auto_gdp_split(epsilon, delta, share) END AS _dp_gdp,
+         duckdp_salt(nonce, 0, 'a') AS _dp_salt
   FROM (SELECT duckdp_nonce() AS nonce), (SELECT * FROM duckdp_plan(epsilon := epsilon, rho := rho, delta := delta)
                                           LIMIT 1)
+), plan AS (         -- σ_a, the estimate's cost and the mechanism's budget
+  SELECT CASE WHEN rho IS NOT NULL THEN duckdp_zcdp_sigma(rho::DOUBLE * _dp_share)
+              WHEN _dp_gdp IS NOT NULL THEN _dp_gdp.sigma
+              ELSE duckdp_analytic_gaussian_sigma(epsilon::DOUBLE * _dp_share, delta::DOUBLE * _dp_share) END AS _dp_sigma,
+         CASE WHEN rho IS NOT NULL THEN 'zcdp' WHEN _dp_gdp IS NOT NULL THEN 'gdp' ELSE 'basic' END AS _dp_composition,
+         CASE WHEN _dp_gdp IS NOT NULL THEN _dp_gdp.epsilon
+              ELSE (epsilon::DOUBLE - epsilon::DOUBLE * _dp_share) * (1 - 1e-12) END AS _dp_eps_m,
+         (rho::DOUBLE - rho::DOUBLE * _dp_share) * (1 - 1e-12) AS _dp_rho_m,
+         CASE WHEN _dp_gdp IS NOT NULL THEN _dp_gdp.delta
+              ELSE (delta::DOUBLE - delta::DOUBLE * _dp_share) * (1 - 1e-12) END AS _dp_delta_m,
+         _dp_salt
+  FROM checked
 ), sizes AS (        -- each user's distinct-key count |W_u| and its bucket
   SELECT len(list_filter([1, 4, 16, 64, 256, 1024, 4096], lambda e: e <= count(*))) - 1 AS _dp_bucket
   FROM duckdp_pairs(tbl, user_col, item_col) GROUP BY _dp_user
@@ -557,8 +592,8 @@ WITH plan AS MATERIALIZED (      -- budget checks (duckdp_plan's), σ_a and the 
 SELECT duckdp_auto_choose(_dp_counts, _dp_sigma,
                           list_transform(range(7), lambda b: duckdp_gaussian_noise(0, 1, _dp_salt, b::UBIGINT)))
          AS max_contributions,
-       (epsilon::DOUBLE - _dp_eps_a) * (1 - 1e-12) AS epsilon, (rho::DOUBLE - _dp_rho_a) * (1 - 1e-12) AS rho,
-       (delta::DOUBLE - _dp_delta_a) * (1 - 1e-12) AS delta,
-       _dp_eps_a AS cost_epsilon, _dp_rho_a AS cost_rho, _dp_delta_a AS cost_delta, _dp_sigma AS sigma
+       _dp_eps_m AS epsilon, _dp_rho_m AS rho, _dp_delta_m AS delta,
+       epsilon::DOUBLE - _dp_eps_m AS cost_epsilon, rho::DOUBLE - _dp_rho_m AS cost_rho,
+       delta::DOUBLE - _dp_delta_m AS cost_delta, _dp_sigma AS sigma, _dp_composition AS composition
        __DUCKDP_SEEDED_COLUMN__
 FROM counts, plan;

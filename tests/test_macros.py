@@ -678,15 +678,16 @@ def test_auto_contributions_macro_budget_and_choice(mcon):
     from duckdp.privacy.calibration import analytic_gaussian_sigma, zcdp_sigma
     mcon.execute("CREATE TABLE a AS SELECT u AS user_id, 'k' || i AS item FROM range(100) r(u), range(8) s(i) "
                  "WHERE i < CASE WHEN u < 50 THEN 2 ELSE 8 END")
-    (d0, eps, rho, delta, c_eps, c_rho, c_delta, sigma, seeded), = mcon.sql(
+    (d0, eps, rho, delta, c_eps, c_rho, c_delta, sigma, how, seeded), = mcon.sql(
         "SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', rho := 1e6, delta := 1e-5)").fetchall()
-    assert d0 == 13 and seeded and eps is None and c_eps is None
-    assert c_rho == 1e6 * 0.01 and rho + c_rho <= 1e6 and delta + c_delta <= 1e-5 and c_delta == 1e-5 * 0.01
+    assert d0 == 13 and seeded and how == "zcdp" and eps is None and c_eps is None
+    assert c_rho == pytest.approx(1e4, rel=1e-9) and c_delta == pytest.approx(1e-7, rel=1e-9)
+    assert rho + c_rho <= 1e6 and delta + c_delta <= 1e-5
     assert sigma == pytest.approx(zcdp_sigma(1e4), rel=1e-12)
-    row = mcon.sql("SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', epsilon := 2, delta := 1e-5, "
-                   "share := 0.1)").fetchall()[0]
-    assert row[1] + row[4] <= 2 and row[3] + row[6] <= 1e-5 and row[2] is None
-    assert row[7] == pytest.approx(analytic_gaussian_sigma(0.2, 1e-6), rel=1e-9)
+    row = mcon.sql("SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', epsilon := 0.05, delta := 0.05)"
+                   ).fetchall()[0]                 # ε_m < ε/2 here: basic composition, as in duckdp.select
+    assert row[8] == "basic" and row[1] + row[4] <= 0.05 and row[3] + row[6] <= 0.05 and row[2] is None
+    assert row[7] == pytest.approx(analytic_gaussian_sigma(0.05 * 0.01, 0.05 * 0.01), rel=1e-9)
     # the two-step use: the mechanism with what is left
     released = mcon.sql(f"SELECT * FROM duckdp_dpsips('a', 'user_id', 'item', rho := {rho!r}, delta := {delta!r}, "
                         f"max_contributions := {d0})").fetchall()
@@ -709,3 +710,26 @@ def test_auto_contributions_macro_noise_is_keyed_and_fresh(mcon):
     mcon.execute("SELECT setseed(0.25)").fetchall()
     assert [mcon.sql(q).fetchall()[0][0] for _ in range(6)] == first
     assert len(set(first)) > 1
+
+
+@pytest.mark.parametrize("epsilon, delta, share", [(1.0, 1e-5, 0.01), (3.0, 1e-6, 0.1), (0.3, 1e-8, 0.25)])
+def test_auto_contributions_macro_gdp_split_is_python_and_admitted(mcon, epsilon, delta, share):
+    """(ε, δ): the macro's split is duckdp.select's exact Gaussian-DP split (σ_a and ε_m to 1e-8), and the
+    repo's accountant admits the estimate composed with a shell mechanism run at the (ε_m, δ_m) it returns."""
+    from duckdp.privacy import accounting
+    from duckdp.privacy import auto_contributions as ac
+    from duckdp.privacy.accountant import curves
+    from duckdp.privacy.events import ComposedEvent, GaussianEvent
+    mcon.execute("CREATE TABLE g AS SELECT u AS user_id, 'k' || (u % 7) AS item FROM range(50) r(u)")
+    _, eps_m, _, delta_m, _, _, _, sigma, how, _ = mcon.sql(
+        f"SELECT * FROM duckdp_auto_contributions('g', 'user_id', 'item', epsilon := {epsilon}, delta := {delta}, "
+        f"share := {share})").fetchall()[0]
+    mech = get("dpsips")
+    params = mech.check_params({})
+    auto, _ = ac.plan(EpsDelta(epsilon, delta), share, lambda b, d: mech.plan(b, d, params))
+    assert how == auto.composition == "gdp"
+    assert sigma == pytest.approx(auto.sigma, rel=1e-8) and sigma >= auto.sigma * (1 - 1e-9)
+    assert eps_m == pytest.approx(auto.mechanism().epsilon, rel=1e-8) and delta_m <= auto.mechanism().delta
+    rounds = [r.event for r in mech.plan(EpsDelta(eps_m, delta_m), 100, params)]
+    events = curves(ComposedEvent((GaussianEvent(1 / sigma, 0.0), *rounds)))
+    assert accounting.admits(events, epsilon, delta)
