@@ -355,6 +355,8 @@ def _public_keys(value: str) -> str | pa.Table:
 def _aggregate_json(agg: Aggregate, output: str) -> dict[str, Any]:
     return {"input": agg.input, "key_columns": agg.key_names, "output": output, "released": len(agg),
             "keys": agg.plan.keys, "algo": agg.plan.algo, "spent": agg.spent.as_dict(), "seeded": agg.seeded,
+            "max_contributions": agg.plan.max_contributions,
+            "auto_contributions": None if agg.plan.auto is None else agg.plan.auto.as_dict(),
             "plan": agg.plan.report_lines()}
 
 
@@ -561,7 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
     agg.add_argument("--keys", default="adaptive_sips",
                      help="a select() mechanism, 'threshold', or a parquet/CSV file of public keys (adaptive_sips)")
     _budget_arguments(agg)
-    agg.add_argument("--max-contributions", type=int, default=100, metavar="Δ0", help="keys kept per user (100)")
+    agg.add_argument("--max-contributions", type=_contributions, default=100, metavar="Δ0",
+                     help="keys kept per user (100), or 'auto': chosen privately with 1%% of ρ")
     agg.add_argument("--max-rows-per-key", type=int, default=1, metavar="M", help="rows per user and key (1)")
     agg.add_argument("--selection-share", type=float, help="share of the budget for selecting keys (0.4)")
     agg.add_argument("--pre-threshold", type=int, default=1, metavar="K", help="only keys with ≥ K users (1)")

@@ -10,7 +10,7 @@ docs/specs/private-group-by.md.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +23,7 @@ from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
 from .mechanisms.aggregate import own_stages, pre_thresholded_selection
 from .mechanisms.base import Params, Round
+from .privacy import auto_contributions
 from .privacy.accountant import Accountant, plan_hook
 from .privacy.aggregate import THRESHOLD_TAG, AggregatePlan, finish, plan_aggregate
 from .privacy.budget import make_budget
@@ -158,10 +159,10 @@ def _counters(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
 
 def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "user_id", metrics: dict,
               keys: Any = "adaptive_sips", epsilon: float | None = None, delta: float | None = None,
-              rho: float | None = None, max_contributions: int = 100, max_rows_per_key: int = 1,
+              rho: float | None = None, max_contributions: int | str = 100, max_rows_per_key: int = 1,
               selection_share: float | None = None, metric_shares: dict | None = None, pre_threshold: int = 1,
               confidence: float | None = None, seed: int | None = None, accountant: Accountant | None = None,
-              **algo_params: Any) -> Aggregate:
+              auto_share: float = auto_contributions.DEFAULT_SHARE, **algo_params: Any) -> Aggregate:
     """Private GROUP BY `by` of `table`: one noisy column per metric for selected or public keys, sorted by key.
 
     metrics: {name: "users" | "count" | ("sum" | "mean", column, lower, upper)}. keys: a select() algorithm
@@ -169,6 +170,8 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     released as the users metric), or public keys (table name, relation, DataFrame, list: every one released,
     no other). The whole call is δ-approximate ρ-zCDP (spec §4) and is charged to `accountant` once, before
     any data is read. `seed` makes it reproducible (tests, demos; the result says so).
+    `max_contributions="auto"`: the share `auto_share` of the call's ρ buys a private choice of Δ0
+    (privacy/auto_contributions.py) before the other parts run with it; `plan` and `report()` show both.
     """
     kind = engine_for(con)
     own = own_stages(kind.name)                          # the engine's aggregate stages; refused before any charge
@@ -178,9 +181,19 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     settings = mech.check_params(algo_params) if mech is not None else {}
     if mech is None and algo_params:
         raise InvalidParameter(f"unknown parameters {sorted(algo_params)}: only a select() mechanism takes any")
-    plan = plan_aggregate(budget, metrics, max_contributions=max_contributions, max_rows_per_key=max_rows_per_key,
-                          keys=mode, algo=algo, selection_share=selection_share, metric_shares=metric_shares,
-                          confidence=confidence, pre_threshold=pre_threshold)
+    auto = auto_contributions.is_auto(max_contributions)
+    if auto:
+        auto_contributions.check_share(auto_share)
+    elif auto_share != auto_contributions.DEFAULT_SHARE:
+        raise InvalidParameter("auto_share applies only with max_contributions='auto'")
+
+    def planned(d0: Any) -> AggregatePlan:
+        return plan_aggregate(budget, metrics, max_contributions=d0, max_rows_per_key=max_rows_per_key, keys=mode,
+                              algo=algo, selection_share=selection_share, metric_shares=metric_shares,
+                              confidence=confidence, pre_threshold=pre_threshold,
+                              auto_share=auto_share if auto else None)
+
+    plan = planned(auto_contributions.CAP if auto else max_contributions)   # the charge: ρ, δ do not depend on Δ0
     rounds_plan, params = None, None
     if mech is not None:
         if plan.selection_budget is None:
@@ -201,6 +214,16 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     with kind.open_run(con, table, user_col, by, randomness, plan=[plan], on_plan=on_plan,
                        check_source=lambda s: _check_source(s, con, plan, own)) as stages:
         source = stages.source
+        if auto:                                         # Δ0 first, on its own part of ρ; then re-plan with it
+            choice = auto_contributions.estimate(stages, auto_contributions.zcdp_part(plan.auto_rho, auto_share),
+                                                 randomness.key)
+            final = planned(choice.max_contributions)
+            if (final.rho, final.zcdp_delta, final.auto_rho) != (plan.rho, plan.zcdp_delta, plan.auto_rho):
+                raise InternalError("the aggregate's privacy changed with Δ0 after the charge")
+            plan = replace(final, auto=choice)
+            if mech is not None and plan.selection_budget is not None:
+                params = Params(plan.max_contributions, settings)
+                rounds_plan = mech.plan(plan.selection_budget, params)
         names = [f"_dp_k{i}" for i in range(len(source.key_names))]
         users_noisy = None
         if mode == "threshold":

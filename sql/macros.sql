@@ -11,6 +11,8 @@
 --   duckdp_mad(..., adaptive_excess := 3, adaptive_min_degree := 2, max_adaptive_degree := Δ0)   MAD
 --   duckdp_plan(epsilon|rho, delta, max_contributions, …)   σ and threshold per round, no data read
 --   duckdp_sips_plan(epsilon|rho, delta, max_contributions, iterations, ratio, beta_min)   the SIPS rounds' plan
+--   duckdp_auto_contributions(tbl, user_col, item_col, epsilon|rho, delta, share := 0.01)   a private Δ0
+--                                    and the budget left for the mechanism (max_contributions 'auto', below)
 -- Each returns one column, named like `item_col`, holding the released keys sorted by key (so the
 -- order is a function of the released set only, never of unreleased keys or thread scheduling).
 -- `tbl` is a table or view name (optionally schema-qualified) or a file DuckDB can scan, such as
@@ -494,3 +496,104 @@ WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the 
   WHERE duckdp_gaussian_noise(_dp_w, plan.sigma, plan._dp_noise_salt, _dp_key_id::UBIGINT) >= plan.threshold
 )
 SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM released ORDER BY _dp_item;
+
+-- ---------------------------------------------------------------------------------------------
+-- max_contributions 'auto' for the shell (duckdp/privacy/auto_contributions.py; issue 21). Two calls:
+--   SELECT * FROM duckdp_auto_contributions('reviews', 'user_id', 'item', rho := 0.1, delta := 1e-5);
+--   -- → max_contributions, and the epsilon/rho/delta left for the mechanism; then, with those values:
+--   SELECT * FROM duckdp_dpsips('reviews', 'user_id', 'item', rho := <rho>, delta := <delta>,
+--                               max_contributions := <max_contributions>);
+-- The first spends `share` of the budget (default 0.01) on a private Δ0, the second the rest: the two
+-- together stay within the request only if the second gets no more than the first's output (the
+-- shell cannot check this; duckdp.select does both in one call and charges them together). The result
+-- names its `composition`: 'zcdp', 'gdp' (exact Gaussian-DP split) or 'basic'.
+-- ---------------------------------------------------------------------------------------------
+
+-- Δ0 from the 7 bucket counts, σ_a and 7 standard normal draws: auto_contributions.choose. The support
+-- is the noisy mode and the run of neighbours whose noisy counts reach σ_a (CUTOFF = 1); Δ0 is the p90
+-- of the noisy counts on it (negatives as 0), geometric inside its bucket [4^b, 4^(b+1)), ceil'ed and
+-- clamped to [1, 4096] (the open bucket [4096, ∞) gives 4096); 100 if every noisy count is ≤ 0.
+CREATE OR REPLACE TEMP MACRO duckdp_auto_choose(counts, sigma, z) AS
+  list_transform([list_transform(range(7), lambda b: counts[b + 1]::DOUBLE + sigma::DOUBLE * z[b + 1]::DOUBLE)],
+    lambda noisy: list_transform([list_position(noisy, list_max(noisy)) - 1], lambda mode:
+      list_transform([list_transform(range(7), lambda b:
+          CASE WHEN b = mode OR list_min(list_slice(noisy, least(b, mode) + 1, greatest(b, mode) + 1)) >= sigma::DOUBLE
+               THEN greatest(noisy[b + 1], 0.0e0) ELSE 0.0e0 END)], lambda kept:
+        list_transform([[list_sum(kept), 0.9e0 * list_sum(kept)]], lambda tt:
+          list_transform([list_transform(range(7), lambda j: list_sum(list_slice(kept, 1, j + 1)))], lambda cum:
+            list_transform([least(coalesce(list_filter(range(7), lambda j: cum[j + 1] >= tt[2])[1], 6), 6)], lambda k:
+              CASE WHEN NOT tt[1] > 0 THEN 100
+                   WHEN k >= 6 THEN 4096
+                   ELSE least(greatest(ceil(pow(4.0e0, k)
+                          * pow(4.0e0, least(greatest((tt[2] - (cum[k + 1] - kept[k + 1])) / kept[k + 1], 0.0e0), 1.0e0))
+                        ), 1), 4096)::BIGINT END
+            )[1])[1])[1])[1])[1])[1];
+
+-- The ε at which μ-GDP spends δ: the smallest ε with δ_μ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) ≤ δ
+-- (Dong, Roth & Su 2022, Cor. 2.13; δ_μ is the analytic Gaussian δ at σ = 1/μ), by 64 bisection steps
+-- on [0, 1024]; the upper end (which satisfies it) is returned.
+CREATE OR REPLACE TEMP MACRO duckdp_gdp_epsilon(mu, delta) AS
+  list_reduce(list_transform(range(64), lambda i: [0.0e0, 0.0e0]),
+    lambda br, step: CASE WHEN duckdp_analytic_gaussian_delta(1 / mu::DOUBLE, (br[1] + br[2]) / 2) > delta::DOUBLE
+                          THEN [(br[1] + br[2]) / 2, br[2]] ELSE [br[1], (br[1] + br[2]) / 2] END,
+    [0.0e0, 1024.0e0])[2];
+
+-- The (ε, δ) split of duckdp.select (auto_contributions._split_gdp), exact for the shell's mechanisms,
+-- all Gaussian with joint σ at (ε, δ/2) and novel keys on δ/2: δ_m = (1 − share)·δ; μ = 1/σ(ε, δ − δ_m/2);
+-- ε_m = the ε at which √(1 − share)·μ-GDP spends δ_m/2; μ_m = 1/σ(ε_m, δ_m/2), the mechanism's μ at
+-- (ε_m, δ_m); σ_a = 1/√(μ² − μ_m²) (+1e-9 relative). GDP composes exactly (Dong et al. Cor. 3.3): the
+-- curve at ε is ≤ δ − δ_m/2, and with the novel keys' δ_m/2 the whole is (ε, δ)-DP. NULL where it does
+-- not apply (ε_m outside [ε/2, ε)): the caller then uses basic composition.
+CREATE OR REPLACE TEMP MACRO duckdp_auto_gdp_split(epsilon, delta, share) AS
+  list_transform([delta::DOUBLE - delta::DOUBLE * share::DOUBLE], lambda delta_m:
+    list_transform([1 / duckdp_analytic_gaussian_sigma(epsilon, delta::DOUBLE - delta_m / 2)], lambda mu:
+      list_transform([duckdp_gdp_epsilon(mu * sqrt(1 - share::DOUBLE), delta_m / 2)], lambda eps_m:
+        CASE WHEN eps_m >= epsilon::DOUBLE / 2 AND eps_m < epsilon::DOUBLE THEN
+          list_transform([1 / duckdp_analytic_gaussian_sigma(eps_m, delta_m / 2)], lambda mu_m:
+            CASE WHEN mu_m < mu THEN {'epsilon': eps_m, 'delta': delta_m,
+                                      'sigma': duckdp_round_up(1 / sqrt(mu * mu - mu_m * mu_m)) * (1 + 1e-9)} END)[1]
+        END)[1])[1])[1];
+
+-- Users per bucket of their distinct-key count [1, 4), [4, 16), …, [1024, 4096), [4096, ∞): each user in
+-- exactly one bucket (ℓ2 sensitivity 1), + N(0, σ_a²) from the keyed PRF under this call's own salt
+-- (purpose 'a'). zCDP: σ_a = 1/√(2·share·ρ) (Bun & Steinke 2016 Prop. 1.6), the mechanism gets the rest
+-- (additive, Lemma 2.3). (ε, δ): duckdp_auto_gdp_split, else basic composition (Dwork & Roth 2014 Thm
+-- 3.16): the analytic Gaussian σ at (share·ε, share·δ) (Balle & Wang 2018 Thm 8), the mechanism the rest.
+-- The noisy counts stay inside; only Δ0 and the budgets are returned. Under zCDP and basic composition
+-- the mechanism's budget is (1 − 1e-12)·(the rest), so the parts never sum above the request by a rounding.
+CREATE OR REPLACE TEMP MACRO duckdp_auto_contributions(tbl, user_col, item_col, epsilon := NULL, rho := NULL,
+                                                       delta := NULL, share := 0.01) AS TABLE
+WITH checked AS MATERIALIZED (   -- budget checks (duckdp_plan's), the (ε, δ) split and the salt (no data read)
+  SELECT CASE WHEN NOT (share::DOUBLE > 0 AND share::DOUBLE <= 0.25)
+                THEN error('duckdp: share must be a number in (0, 0.25]')::DOUBLE ELSE share::DOUBLE END AS _dp_share,
+         CASE WHEN epsilon IS NOT NULL THEN duckdp_auto_gdp_split(epsilon, delta, share) END AS _dp_gdp,
+         duckdp_salt(nonce, 0, 'a') AS _dp_salt
+  FROM (SELECT duckdp_nonce() AS nonce), (SELECT * FROM duckdp_plan(epsilon := epsilon, rho := rho, delta := delta)
+                                          LIMIT 1)
+), plan AS (         -- σ_a, the estimate's cost and the mechanism's budget
+  SELECT CASE WHEN rho IS NOT NULL THEN duckdp_zcdp_sigma(rho::DOUBLE * _dp_share)
+              WHEN _dp_gdp IS NOT NULL THEN _dp_gdp.sigma
+              ELSE duckdp_analytic_gaussian_sigma(epsilon::DOUBLE * _dp_share, delta::DOUBLE * _dp_share) END AS _dp_sigma,
+         CASE WHEN rho IS NOT NULL THEN 'zcdp' WHEN _dp_gdp IS NOT NULL THEN 'gdp' ELSE 'basic' END AS _dp_composition,
+         CASE WHEN _dp_gdp IS NOT NULL THEN _dp_gdp.epsilon
+              ELSE (epsilon::DOUBLE - epsilon::DOUBLE * _dp_share) * (1 - 1e-12) END AS _dp_eps_m,
+         (rho::DOUBLE - rho::DOUBLE * _dp_share) * (1 - 1e-12) AS _dp_rho_m,
+         CASE WHEN _dp_gdp IS NOT NULL THEN _dp_gdp.delta
+              ELSE (delta::DOUBLE - delta::DOUBLE * _dp_share) * (1 - 1e-12) END AS _dp_delta_m,
+         _dp_salt
+  FROM checked
+), sizes AS (        -- each user's distinct-key count |W_u| and its bucket
+  SELECT len(list_filter([1, 4, 16, 64, 256, 1024, 4096], lambda e: e <= count(*))) - 1 AS _dp_bucket
+  FROM duckdp_pairs(tbl, user_col, item_col) GROUP BY _dp_user
+), counts AS (
+  SELECT list_transform(range(7), lambda b: coalesce(list_filter(hist, lambda h: h[1] = b)[1][2], 0)) AS _dp_counts
+  FROM (SELECT list([_dp_bucket, n]) AS hist FROM (SELECT _dp_bucket, count(*) AS n FROM sizes GROUP BY _dp_bucket))
+)
+SELECT duckdp_auto_choose(_dp_counts, _dp_sigma,
+                          list_transform(range(7), lambda b: duckdp_gaussian_noise(0, 1, _dp_salt, b::UBIGINT)))
+         AS max_contributions,
+       _dp_eps_m AS epsilon, _dp_rho_m AS rho, _dp_delta_m AS delta,
+       epsilon::DOUBLE - _dp_eps_m AS cost_epsilon, rho::DOUBLE - _dp_rho_m AS cost_rho,
+       delta::DOUBLE - _dp_delta_m AS cost_delta, _dp_sigma AS sigma, _dp_composition AS composition
+       __DUCKDP_SEEDED_COLUMN__
+FROM counts, plan;

@@ -387,3 +387,61 @@ def test_users_and_count_are_one_draw_when_one_row_per_key(con):
     assert one.column("raters").to_pylist() == one.column("ratings").to_pylist()
     two = run(con, t, keys=["k001", "k002", "k003", "nobody"], max_rows_per_key=2).to_arrow()
     assert two.column("raters").to_pylist() != two.column("ratings").to_pylist()
+
+
+# ---------------------------------------------------------------- max_contributions="auto" (issue 21)
+
+@pytest.mark.parametrize("keys", ["dpsips", "threshold", ["k001", "k002"]])
+def test_auto_delta0_is_paid_from_the_aggregate_budget_and_reported(con, keys):
+    """The estimate takes the share 0.01 of the call's ρ (first part), the other parts split the rest as
+    without it; the plan at the chosen Δ0 is the one run; spent and the charge are the request's."""
+    t = ratings()                                  # users hold 1..7 keys: the p90 lies in [4, 16)
+    agg = run(con, t, keys=keys, max_contributions="auto", rho=0.5)
+    choice = agg.plan.auto
+    assert choice is not None and agg.plan.max_contributions == choice.max_contributions
+    assert 4 <= choice.max_contributions < 16
+    assert agg.plan.auto_rho == choice.plan.budget.rho == pytest.approx(0.005, rel=1e-12)
+    assert choice.plan.sigma == pytest.approx(1 / math.sqrt(2 * 0.005))
+    mode, algo = ("public", None) if isinstance(keys, list) else \
+        (("select", keys) if keys == "dpsips" else ("threshold", None))
+    same = plan_aggregate(ZCDP(0.5, 1e-6), METRICS, max_contributions=choice.max_contributions, keys=mode,
+                          algo=algo, auto_share=0.01)
+    assert agg.plan.measures == same.measures and agg.plan.rho == 0.5
+    assert math.fsum([agg.plan.auto_rho, agg.plan.selection_budget.rho if agg.plan.selection_budget else 0.0,
+                      agg.plan.threshold.rho if agg.plan.threshold else 0.0]
+                     + [m.rho for m in agg.plan.measures]) == 0.5
+    assert agg.spent == run(con, t, keys=keys, max_contributions=7, rho=0.5).spent
+    report = agg.report()
+    assert f"Δ0        : {choice.max_contributions} keys per user" in report
+    assert f"auto Δ0: Δ0 = {choice.max_contributions} chosen privately" in report and "ρ=0.005" in report
+    assert run(con, t, keys=keys, max_contributions="auto", rho=0.5).to_arrow().equals(agg.to_arrow())   # seeded
+
+
+def test_auto_delta0_aggregate_session_charges_once_before_reading(con):
+    t = ratings()
+    s = duckdp.Session(con, rho=1.0, delta=1e-5)
+    s.aggregate(t, by="item", metrics=METRICS, keys="dpsips", rho=0.6, delta=1e-6, max_contributions="auto")
+    assert len(s.events) == 1 and math.isclose(s.spent.value, 0.6)
+    with pytest.raises(BudgetExceeded):          # charged before the estimate reads anything
+        s.aggregate(poisoned(con, t), by="item", metrics=METRICS, keys="dpsips", rho=0.6, delta=1e-6,
+                    max_contributions="auto")
+    with pytest.raises(InvalidParameter, match="auto_share applies only"):
+        run(con, t, keys="dpsips", max_contributions=5, auto_share=0.05)
+    with pytest.raises(InvalidParameter, match="auto_share"):
+        run(con, t, keys="dpsips", max_contributions="auto", auto_share=0.5)
+
+
+def test_cli_aggregate_takes_auto(con, tmp_path, capsys):
+    import json
+    t = ratings()
+    pq.write_table(t, tmp_path / "in.parquet")
+    assert cli.main(["aggregate", str(tmp_path / "in.parquet"), "--by", "item", "--metric", "n=count",
+                     "--keys", "threshold", "--rho", "0.5", "--delta", "1e-6", "--max-contributions", "auto",
+                     "--seed", "3", "-o", str(tmp_path / "out.parquet"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    api = duckdp.aggregate(con, t, by="item", metrics={"n": "count"}, keys="threshold", rho=0.5, delta=1e-6,
+                           max_contributions="auto", seed=3)
+    chosen = summary["auto_contributions"]["max_contributions"]
+    assert summary["max_contributions"] == api.plan.max_contributions == chosen
+    assert any(line.startswith("auto Δ0: Δ0 = ") for line in summary["plan"])
+    assert pq.read_table(tmp_path / "out.parquet").equals(api.to_arrow())

@@ -92,13 +92,27 @@ def test_choose_quantile_interpolation_and_clamps():
     # 90 users in [1, 4), 10 in [256, 1024): p90 is the end of bucket 0
     assert ac.choose(np.array([90, 0, 0, 0, 10, 0, 0]), 1.0, zero) == 4
     assert ac.choose(np.array([10, 0, 0, 0, 0, 0, 90]), 1.0, zero) == ac.CAP        # open bucket → the cap
-    assert ac.choose(np.array([1, 1, 1, 1, 1, 1, 1]), 1.0, zero) == ac.FALLBACK    # all below 2σ
-    # buckets below the 2σ cut-off are dropped: the 3 users in [1024, 4096) do not count at σ = 2
+    assert ac.choose(np.zeros(7), 1.0, -np.ones(7)) == ac.FALLBACK                 # every noisy count ≤ 0
+    # only the run of buckets around the noisy mode counts: the 3 users in [1024, 4096), not next to it,
+    # do not count at σ = 2
     assert ac.choose(np.array([0, 100, 0, 0, 0, 3, 0]), 2.0, zero) == math.ceil(4 * 4 ** 0.9)
     for _ in range(200):                                   # always an integer in [1, CAP]
         rng = np.random.default_rng(_)
         d = ac.choose(rng.integers(0, 50, 7), float(rng.uniform(0.1, 30)), rng.standard_normal(7))
         assert isinstance(d, int) and 1 <= d <= ac.CAP
+
+
+def test_support_is_the_run_around_the_mode():
+    """A real bucket next to the mode is kept down to CUTOFF·σ (the old 2σ cut on every bucket dropped it
+    and moved Δ0 a bucket down); buckets past a gap, or a lone noisy bucket, are not."""
+    sigma = 39.0
+    noisy = np.array([0.0, 0.0, 284, 223, 60.0, 0.0, 0.0])     # 60 users ≈ 1.5σ above the mode's bucket
+    assert ac.choose(noisy, sigma, np.zeros(7)) > 256          # the p90 lies in [256, 1024), not at 256
+    assert ac.support(noisy, sigma).tolist() == [False, False, True, True, True, False, False]
+    gap = np.array([0.0, 0.0, 284, 223, 0.0, 80.0, 0.0])       # 80 ≥ σ but past an empty bucket
+    assert ac.support(gap, sigma).tolist() == [False, False, True, True, False, False, False]
+    low = np.array([50.0, 500, 30, 0, 0, 0, 0])                 # below the mode too; 30 < σ ends the run
+    assert ac.support(low, sigma).tolist() == [True, True, False, False, False, False, False]
 
 
 def test_estimate_noise_has_its_own_key_and_is_reproducible():
@@ -298,12 +312,13 @@ def test_spark_histogram_and_auto_match_duckdb(con):
 
 def _audit_delta_lo(con, n_trials: int = 20_000) -> tuple[float, float]:
     """(largest Clopper–Pearson lower bound on P[S|D'] − e^ε P[S|D] over events S = {Δ0 ≥ x}, the
-    claimed δ(ε)) at ε = 1, for D = 9 users with 2 keys and D' = D + one user with 5,000 keys.
+    claimed δ(ε)) at ε = 1, for D = 9 users with 2 keys and D' = D + one user with 8 keys.
 
     The estimate runs as in a release (engine stage → PRF noise under K[b"auto"] → `choose`), with
     σ_a = 1 from ρ_a = ½ (share 0.1 of ρ = 5), which is μ = 1 Gaussian DP (Dong et al. Cor. 2.13 gives
-    δ(ε)). D's p90 sits in bucket 0 unless the top bucket clears the cut-off, which one added user
-    makes ~7× likelier: the correct histogram lands near the bound, one with a larger sensitivity over it.
+    δ(ε)). D's mode is bucket 0 [1, 4); its p90 moves into bucket 1 [4, 16) when that bucket joins the
+    support (noisy count ≥ CUTOFF·σ_a) and is large enough, which the added user makes far likelier:
+    the correct histogram lands near the bound, one with a larger sensitivity over it.
     """
     from scipy.stats import beta
 
@@ -311,14 +326,14 @@ def _audit_delta_lo(con, n_trials: int = 20_000) -> tuple[float, float]:
     assert auto.sigma == pytest.approx(1.0)
     con.execute("CREATE OR REPLACE TABLE d AS SELECT u AS user_id, 'k' || i AS item FROM range(9) a(u), range(2) b(i)")
     con.execute("CREATE OR REPLACE TABLE d2 AS SELECT * FROM d UNION ALL "
-                "SELECT 100 AS user_id, 'n' || i AS item FROM range(5000) r(i)")
+                "SELECT 100 AS user_id, 'n' || i AS item FROM range(8) r(i)")
     h, h2 = histogram(con, "d"), histogram(con, "d2")
     keys = [PRFKey.from_seed(s) for s in range(n_trials)]
     out = np.array([ac.choose(h, auto.sigma, ac.noise(k, len(ac.EDGES))) for k in keys])
     out2 = np.array([ac.choose(h2, auto.sigma, ac.noise(k, len(ac.EDGES))) for k in keys[::-1]])
     eps = 1.0
     claimed = accounting.gdp_delta(1.0 / auto.sigma, eps)
-    thresholds = [2, 4, 16, 64, 256, 1024, ac.CAP]
+    thresholds = [2, 4, 5, 8, 16, 17, 64, 256, 1024, ac.CAP]
     a = 1e-3 / (2 * len(thresholds))
     best = -1.0
     for x in thresholds:
@@ -335,14 +350,14 @@ def test_audit_released_delta0(con, monkeypatch):
     lo, claimed = _audit_delta_lo(con)
     assert lo <= claimed, f"privacy violation shown: δ_lo={lo:.4f} > δ={claimed:.4f}"
 
-    def cumulative(self, pairs, edges):          # the broken variant: a user in every bucket ≤ its own
+    def pair_counts(self, pairs, edges):         # the broken variant: counts a bucket's (user, key) pairs
         rows = self.ctx.con.execute(
             f"WITH s AS (SELECT _dp_user, count(*) AS n FROM ({pairs.sql}) GROUP BY _dp_user) "
-            "SELECT b, count(*) FROM s, range(len($e)) r(b) WHERE $e[b + 1] <= n GROUP BY b",
+            "SELECT len(list_filter($e, lambda e: e <= n)) - 1 AS b, sum(n) FROM s GROUP BY b",
             pairs.params | {"e": list(edges)}).fetchall()
         return [(int(b), int(c)) for b, c in rows]
 
-    monkeypatch.setattr(DuckDBStages, "contribution_histogram", cumulative)
+    monkeypatch.setattr(DuckDBStages, "contribution_histogram", pair_counts)
     broken_lo, _ = _audit_delta_lo(con)
-    print(f"\nAUDIT auto Δ0: δ_lo={lo:+.4f} (claimed δ={claimed:.4f}); cumulative histogram δ_lo={broken_lo:+.4f}")
-    assert broken_lo > claimed, f"the audit cannot tell the cumulative histogram ({broken_lo:.4f})"
+    print(f"\nAUDIT auto Δ0: δ_lo={lo:+.4f} (claimed δ={claimed:.4f}); pair-count histogram δ_lo={broken_lo:+.4f}")
+    assert broken_lo > claimed, f"the audit cannot tell the pair-count histogram ({broken_lo:.4f})"

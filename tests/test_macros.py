@@ -658,3 +658,79 @@ def test_truncation_keeps_the_delta0_smallest_prf_keys(mcon):
     mcon.sql("SELECT * FROM duckdp_weighted_gaussian('tr', 'user_id', 'item', rho := 1, delta := 1e-5, "
              "max_contributions := 4)").fetchall()
     assert sum(seen) == pytest.approx(30 * 4 / 2 + 3 / math.sqrt(3), rel=1e-12) and len(seen) == 30 * 4 + 3
+
+
+# --- max_contributions 'auto' in the shell (issue 21) -------------------------------------------
+
+def test_auto_choose_macro_equals_python(mcon):
+    """duckdp_auto_choose is auto_contributions.choose: same Δ0 on random counts, σ and draws (gaps, ties at 0)."""
+    from duckdp.privacy import auto_contributions as ac
+    rng = np.random.default_rng(21)
+    for _ in range(300):
+        counts = rng.integers(0, 60, 7) * (rng.random(7) < 0.6)
+        sigma, z = float(rng.uniform(0.5, 30)), rng.standard_normal(7)
+        got = mcon.execute("SELECT duckdp_auto_choose(?, ?, ?)", [counts.tolist(), sigma, z.tolist()]).fetchone()[0]
+        assert got == ac.choose(counts, sigma, z), (counts, sigma, z)
+
+
+def test_auto_contributions_macro_budget_and_choice(mcon):
+    """50 users with 2 keys, 50 with 8: p90 = 4·4^0.8 → Δ0 = 13 at negligible noise; the estimate spends
+    share·(ε|ρ, δ) with the σ of duckdp.privacy.calibration, the mechanism gets the rest (never more)."""
+    from duckdp.privacy.calibration import analytic_gaussian_sigma, zcdp_sigma
+    mcon.execute("CREATE TABLE a AS SELECT u AS user_id, 'k' || i AS item FROM range(100) r(u), range(8) s(i) "
+                 "WHERE i < CASE WHEN u < 50 THEN 2 ELSE 8 END")
+    (d0, eps, rho, delta, c_eps, c_rho, c_delta, sigma, how, seeded), = mcon.sql(
+        "SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', rho := 1e6, delta := 1e-5)").fetchall()
+    assert d0 == 13 and seeded and how == "zcdp" and eps is None and c_eps is None
+    assert c_rho == pytest.approx(1e4, rel=1e-9) and c_delta == pytest.approx(1e-7, rel=1e-9)
+    assert rho + c_rho <= 1e6 and delta + c_delta <= 1e-5
+    assert sigma == pytest.approx(zcdp_sigma(1e4), rel=1e-12)
+    row = mcon.sql("SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', epsilon := 0.05, delta := 0.05)"
+                   ).fetchall()[0]                 # ε_m < ε/2 here: basic composition, as in duckdp.select
+    assert row[8] == "basic" and row[1] + row[4] <= 0.05 and row[3] + row[6] <= 0.05 and row[2] is None
+    assert row[7] == pytest.approx(analytic_gaussian_sigma(0.05 * 0.01, 0.05 * 0.01), rel=1e-9)
+    # the two-step use: the mechanism with what is left
+    released = mcon.sql(f"SELECT * FROM duckdp_dpsips('a', 'user_id', 'item', rho := {rho!r}, delta := {delta!r}, "
+                        f"max_contributions := {d0})").fetchall()
+    assert len(released) == 8                      # every key has ≥ 50 users at ρ ≈ 1e6
+    with pytest.raises(duckdb.Error, match=re.escape("share must be a number in (0, 0.25]")):
+        mcon.sql("SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', rho := 1, delta := 1e-5, "
+                 "share := 0.5)").fetchall()
+    with pytest.raises(duckdb.Error, match="exactly one of epsilon"):
+        mcon.sql("SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', delta := 1e-5)").fetchall()
+
+
+def test_auto_contributions_macro_noise_is_keyed_and_fresh(mcon):
+    """Under a test key and setseed the choice is reproducible; each call draws a fresh salt (nonce), so
+    two calls' noisy choices differ at a σ_a that matters."""
+    mcon.execute("CREATE TABLE n AS SELECT u AS user_id, 'k' || i AS item FROM range(300) r(u), range(40) s(i) "
+                 "WHERE i < 1 + u % 37")
+    q = "SELECT max_contributions FROM duckdp_auto_contributions('n', 'user_id', 'item', rho := 0.0005, delta := 1e-5)"
+    mcon.execute("SELECT setseed(0.25)").fetchall()
+    first = [mcon.sql(q).fetchall()[0][0] for _ in range(6)]
+    mcon.execute("SELECT setseed(0.25)").fetchall()
+    assert [mcon.sql(q).fetchall()[0][0] for _ in range(6)] == first
+    assert len(set(first)) > 1
+
+
+@pytest.mark.parametrize("epsilon, delta, share", [(1.0, 1e-5, 0.01), (3.0, 1e-6, 0.1), (0.3, 1e-8, 0.25)])
+def test_auto_contributions_macro_gdp_split_is_python_and_admitted(mcon, epsilon, delta, share):
+    """(ε, δ): the macro's split is duckdp.select's exact Gaussian-DP split (σ_a and ε_m to 1e-8), and the
+    repo's accountant admits the estimate composed with a shell mechanism run at the (ε_m, δ_m) it returns."""
+    from duckdp.privacy import accounting
+    from duckdp.privacy import auto_contributions as ac
+    from duckdp.privacy.accountant import curves
+    from duckdp.privacy.events import ComposedEvent, GaussianEvent
+    mcon.execute("CREATE TABLE g AS SELECT u AS user_id, 'k' || (u % 7) AS item FROM range(50) r(u)")
+    _, eps_m, _, delta_m, _, _, _, sigma, how, _ = mcon.sql(
+        f"SELECT * FROM duckdp_auto_contributions('g', 'user_id', 'item', epsilon := {epsilon}, delta := {delta}, "
+        f"share := {share})").fetchall()[0]
+    mech = get("dpsips")
+    params = mech.check_params({})
+    auto, _ = ac.plan(EpsDelta(epsilon, delta), share, lambda b, d: mech.plan(b, d, params))
+    assert how == auto.composition == "gdp"
+    assert sigma == pytest.approx(auto.sigma, rel=1e-8) and sigma >= auto.sigma * (1 - 1e-9)
+    assert eps_m == pytest.approx(auto.mechanism().epsilon, rel=1e-8) and delta_m <= auto.mechanism().delta
+    rounds = [r.event for r in mech.plan(EpsDelta(eps_m, delta_m), 100, params)]
+    events = curves(ComposedEvent((GaussianEvent(1 / sigma, 0.0), *rounds)))
+    assert accounting.admits(events, epsilon, delta)

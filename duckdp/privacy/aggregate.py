@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -33,6 +33,9 @@ from .budget import ZCDP, Budget, EpsDelta, _exact_parts
 from .calibration import per_item_tail, zcdp_sigma
 from .composition import Spent
 from .conversions import approx_zcdp_epsilon, zcdp_delta
+
+if TYPE_CHECKING:
+    from .auto_contributions import AutoChoice
 
 KINDS = ("users", "count", "sum", "mean")
 KEY_MODES = ("select", "threshold", "public")
@@ -170,6 +173,8 @@ class AggregatePlan:
     rho: float                             # Σ of every part's ρ: the call's zCDP
     zcdp_delta: float                      # the selection's δ (0 with public keys)
     spent: Spent
+    auto_rho: float = 0.0                  # max_contributions="auto": the Δ0 estimate's part of ρ (first part)
+    auto: AutoChoice | None = None         # … and, once the data is read, what it chose
 
     def measure(self, metric: str, role: str) -> Measure:
         """The measure that `metric` reads in `role` ("users", "count", "sum")."""
@@ -191,6 +196,10 @@ class AggregatePlan:
         lines = [f"budget {self.budget}; spends {self.spent}",
                  f"keys: {self.keys}" + (f" ({self.algo})" if self.algo else "")
                  + (f", pre_threshold {self.pre_threshold}" if self.pre_threshold > 1 else "")]
+        if self.auto is not None:
+            lines.append(f"auto Δ0: {self.auto.describe()}")
+        elif self.auto_rho:
+            lines.append(f"auto Δ0: ρ = {self.auto_rho:.6g} buys a private choice of Δ0 when the data is read")
         if self.selection_budget is not None:
             lines.append(f"selection: share {self.selection_share:g} → {self.selection_budget}")
         if self.threshold is not None:
@@ -335,12 +344,14 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool) -> dict[tu
 def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_rows_per_key: int = 1,
                    keys: str = "select", algo: str | None = None, selection_share: float | None = None,
                    metric_shares: Mapping[str, float] | None = None, confidence: float | None = None,
-                   pre_threshold: int = 1) -> AggregatePlan:
+                   pre_threshold: int = 1, auto_share: float | None = None) -> AggregatePlan:
     """The private plan of one aggregate (spec: docs/specs/private-group-by.md).
 
     keys: "select" (a select() mechanism `algo` picks keys on `selection_share` of the budget),
     "threshold" (Gaussian thresholding of distinct-user counts on that share, whose noisy count is the
-    released `users` metric) or "public" (a public key set: no selection, no δ).
+    released `users` metric) or "public" (a public key set: no selection, no δ). `auto_share`: the first
+    part of ρ, that share of it, pays a private choice of Δ0 (max_contributions="auto",
+    privacy/auto_contributions.zcdp_part); the other parts share the rest as without it.
     """
     if not isinstance(budget, (EpsDelta, ZCDP)):
         raise InvalidParameter(f"budget must be EpsDelta or ZCDP, got {budget!r}")
@@ -403,7 +414,10 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
         rho = _zcdp_rho_for(budget, sel_delta)
     q_shares = list(weights.values())
     fractions = ([share] + [(1 - share) * w for w in q_shares]) if share is not None else q_shares
+    if auto_share is not None:
+        fractions = [auto_share] + [(1 - auto_share) * f for f in fractions]
     parts = _exact_parts(rho, fractions)          # Σ parts == ρ exactly, the last part takes the rest
+    auto_rho = parts.pop(0) if auto_share is not None else 0.0
     sel_rho = parts.pop(0) if selects else None
 
     mean_coverage = None if confidence is None else 1 - (1 - confidence) / 2     # union bound over 2 parts
@@ -449,11 +463,12 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
         measures.append(Measure(owner.name, part, float(sens), sigma, r, step, off, q_tag, reads[0].coverage,
                                 reads[0].half_width, tuple(reads)))
 
-    total = math.fsum([sel_rho or 0.0] + [x.rho for x in measures])
+    total = math.fsum([auto_rho, sel_rho or 0.0] + [x.rho for x in measures])
     spent = _spent(budget, total, sel_delta)
     sel_budget = ZCDP(sel_rho, sel_delta) if keys == "select" and sel_rho is not None else None
     return AggregatePlan(budget, keys, algo, metric_specs, tuple(measures), d0, m, k,
-                         share if selects else None, sel_budget, threshold, confidence, total, sel_delta, spent)
+                         share if selects else None, sel_budget, threshold, confidence, total, sel_delta, spent,
+                         auto_rho)
 
 
 def _spent(budget: Budget, rho: float, sel_delta: float) -> Spent:

@@ -4,10 +4,11 @@ Design. Every user u falls in exactly one bucket of its distinct-key count |W_u|
 [1, 4), [4, 16), …, [1024, 4096), [4096, ∞) (`EDGES`). The engine counts users per bucket (stage
 `contribution_histogram`, sql/stage_contribution_histogram.sql). Each bucket count gets independent
 continuous Gaussian noise N(0, σ_a²) from the release's PRF under its own purpose label (sub-key
-K[b"auto", 0, 0], inputs 0..B−1; duckdp/prf.py); noisy counts below `CUTOFF`·σ_a are set to 0 (they
-are mostly noise); Δ0 is the `QUANTILE` (p90) of the noisy histogram, interpolated geometrically
-inside its bucket, rounded up to an integer and clamped to [1, `CAP`]. With no bucket above the
-cut-off, Δ0 = `FALLBACK` (a data-independent constant). Only Δ0 — an integer post-processing of the
+K[b"auto", 0, 0], inputs 0..B−1; duckdp/prf.py). The histogram's support is the noisy mode and the
+run of neighbouring buckets whose noisy counts reach `CUTOFF`·σ_a (`support`: other buckets are
+mostly noise); Δ0 is the `QUANTILE` (p90) of the noisy counts on it (negatives as 0), interpolated
+geometrically inside its bucket, rounded up to an integer and clamped to [1, `CAP`]. If every noisy
+count is ≤ 0, Δ0 = `FALLBACK` (a data-independent constant). Only Δ0 — an integer post-processing of the
 noisy histogram — is released; the noisy counts never leave this module (float noise is fine for
 a released decision, DESIGN.md §6: only released *numbers* need a discrete grid).
 
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
     from ..mechanisms.base import RoundPlan
 
     Planner = Callable[[Budget, int], list[RoundPlan]]   # a mechanism's plan(budget, Δ0)
-from .events import ComposedEvent, CurveEvent, GaussianEvent
+from .events import ComposedEvent, CurveEvent, GaussianEvent, ZcdpEvent
 
 AUTO = "auto"
 DEFAULT_SHARE = 0.01                # share of ρ (zCDP), of μ² (Gaussian (ε, δ)) or of ε (basic composition)
@@ -68,8 +69,8 @@ MAX_SHARE = 0.25
 EDGES = (1, 4, 16, 64, 256, 1024, 4096)   # bucket b = [EDGES[b], EDGES[b+1]); the last is [4096, ∞)
 CAP = EDGES[-1]
 QUANTILE = 0.9
-CUTOFF = 2.0                        # noisy counts below CUTOFF·σ_a are treated as empty buckets
-FALLBACK = 100                      # Δ0 when no bucket clears the cut-off (data-independent)
+CUTOFF = 1.0                        # a bucket next to the support joins it at ≥ CUTOFF·σ_a (`support`)
+FALLBACK = 100                      # Δ0 when every noisy count is ≤ 0 (data-independent)
 PURPOSE = b"auto"                   # PRF sub-key label of the estimate's noise (duckdp/prf.py)
 
 
@@ -78,14 +79,22 @@ class AutoPlan:
     """The data-free plan of the Δ0 estimate: its nominal charge, σ_a and the mechanism's budget."""
 
     share: float
-    budget: Budget            # the estimate's charge (a share of the request; see the module docstring)
-    sigma: float              # σ_a of the Gaussian noise on each bucket count (ℓ2 sensitivity 1)
-    mechanism_budget: Budget  # what the mechanism runs with
-    composition: str          # "zcdp", "gdp" or "basic"
+    budget: Budget | ZcdpEvent            # the estimate's charge (a share of the request; module docstring)
+    sigma: float                          # σ_a of the Gaussian noise on each bucket count (ℓ2 sensitivity 1)
+    mechanism_budget: Budget | None       # what the mechanism runs with (None: `aggregate` plans its parts)
+    composition: str                      # "zcdp", "gdp" or "basic"
+
+    def mechanism(self) -> Budget:
+        """The mechanism's budget (select()'s estimate only)."""
+        if self.mechanism_budget is None:
+            raise InternalError("invariant failed: this estimate's caller plans the rest of its budget")
+        return self.mechanism_budget
 
     def round_plan(self) -> RoundPlan:
         """The estimate as a Gaussian round for the accountant and the Session: μ = 1/σ_a, no novel-key δ."""
         from ..mechanisms.base import RoundPlan
+        if not isinstance(self.budget, (EpsDelta, ZCDP)):
+            raise InternalError("invariant failed: only select()'s estimate is a round of its own")
         return RoundPlan(self.budget, "gaussian", self.sigma, CUTOFF * self.sigma, sensitivity=1.0,
                          novel_delta=0.0)
 
@@ -99,15 +108,27 @@ class AutoChoice:
 
     def as_dict(self) -> dict:
         return {"max_contributions": self.max_contributions, "share": self.plan.share, "sigma": self.plan.sigma,
-                "cost": self.plan.budget.as_dict(), "composition": self.plan.composition}
+                "cost": _cost(self.plan.budget), "composition": self.plan.composition}
 
     def describe(self) -> str:
         b = self.plan.budget
-        cost = f"ρ={b.rho:.4g}, δ={b.delta:.3g}" if isinstance(b, ZCDP) else f"ε={b.epsilon:.4g}, δ={b.delta:.3g}"
+        cost = (f"ρ={b.rho:.4g}, δ={b.delta:.3g}" if isinstance(b, (ZCDP, ZcdpEvent))
+                else f"ε={b.epsilon:.4g}, δ={b.delta:.3g}")
         how = {"zcdp": "zCDP, additive", "gdp": "Gaussian DP, composed exactly",
                "basic": "basic composition"}[self.plan.composition]
         return (f"Δ0 = {self.max_contributions} chosen privately (p{QUANTILE * 100:g} of users' distinct-key "
                 f"counts, σ={self.plan.sigma:.4g}); cost {cost} ({self.plan.share:g} share, {how})")
+
+
+def _cost(budget: Budget | ZcdpEvent) -> dict:
+    return {"rho": budget.rho, "delta": budget.delta} if isinstance(budget, ZcdpEvent) else budget.as_dict()
+
+
+def zcdp_part(rho: float, share: float) -> AutoPlan:
+    """The estimate on ρ_a = `rho`, a part the caller split off its own zCDP budget (`aggregate`: the
+    estimate's ρ_a and the other parts sum to the call's ρ; zCDP adds, Bun & Steinke 2016 Lemma 2.3).
+    Pure ρ_a-zCDP: σ_a = 1/√(2ρ_a) at ℓ2 sensitivity 1 (Prop. 1.6), no δ."""
+    return AutoPlan(check_share(share), ZcdpEvent(rho, 0.0), zcdp_sigma(rho), None, "zcdp")
 
 
 def check_share(share: Any) -> float:
@@ -155,8 +176,8 @@ def plan(budget: Budget, share: float, mechanism_plan: Planner) -> tuple[AutoPla
         if not admitted:
             raise InvalidParameter(f"the auto-Δ0 split does not fit {budget}; use a fixed max_contributions")
         auto = admitted[0]
-    mech = mechanism_plan(auto.mechanism_budget, CAP)
-    if _noise_fields(mechanism_plan(auto.mechanism_budget, 1)) != _noise_fields(mech):
+    mech = mechanism_plan(auto.mechanism(), CAP)
+    if _noise_fields(mechanism_plan(auto.mechanism(), 1)) != _noise_fields(mech):
         raise InvalidParameter("max_contributions='auto' needs a mechanism whose noise does not depend on Δ0 "
                                "(only its thresholds); give this mechanism a fixed max_contributions")
     return auto, mech
@@ -165,7 +186,7 @@ def plan(budget: Budget, share: float, mechanism_plan: Planner) -> tuple[AutoPla
 def _admitted(budget: EpsDelta, auto: AutoPlan, mechanism_plan: Planner) -> bool:
     """Whether the repo's accountant (privacy/accounting.py) finds estimate + mechanism (ε, δ)-DP, and its
     ε at δ (root-found, rounded up: what a Session reports as spent) is within the request too."""
-    events = _events([auto.round_plan(), *mechanism_plan(auto.mechanism_budget, CAP)])
+    events = _events([auto.round_plan(), *mechanism_plan(auto.mechanism(), CAP)])
     return (accounting.admits(events, budget.epsilon, budget.delta)
             and accounting.composed_epsilon(events, budget.delta) <= budget.epsilon)
 
@@ -214,11 +235,31 @@ def noise(key: PRFKey, n: int) -> np.ndarray:
     return standard("gaussian", uniform_from_words(sub.words(np.zeros(n, np.uint64), np.arange(n, dtype=np.uint64))))
 
 
+def support(noisy: np.ndarray, sigma: float) -> np.ndarray:
+    """Which noisy buckets count: the noisy mode, and its neighbours outward while they reach CUTOFF·σ_a.
+
+    Users' distinct-key counts fill a contiguous run of geometric buckets, so a bucket is kept only if
+    it continues that run from the mode (the largest noisy count). An empty bucket next to the run
+    passes with probability Φ(−CUTOFF) ≈ 16 %, one further out only after it (≈ 2.5 %); a real bucket
+    of c users is dropped with probability Φ(CUTOFF − c/σ_a), 9 % at c = 2.3σ_a, where a 2σ_a cut on
+    every bucket dropped it with 37 % and moved Δ0 a whole bucket (×4) down (benchmarks/RESULTS.md,
+    "Automatic Δ0"). Post-processing of the noisy counts: privacy is untouched."""
+    keep = np.zeros(noisy.size, dtype=bool)
+    mode = int(np.argmax(noisy))
+    keep[mode] = True
+    for step in (1, -1):
+        b = mode + step
+        while 0 <= b < noisy.size and noisy[b] >= CUTOFF * sigma:
+            keep[b] = True
+            b += step
+    return keep
+
+
 def choose(counts: np.ndarray, sigma: float, z: np.ndarray) -> int:
     """Δ0 from exact bucket counts, σ_a and standard normal draws z (one per bucket): the p90 of the
-    noisy histogram after the CUTOFF·σ_a cut, interpolated geometrically in its bucket, in [1, CAP]."""
+    noisy histogram on its `support`, interpolated geometrically in its bucket, in [1, CAP]."""
     noisy = np.asarray(counts, dtype=np.float64) + sigma * np.asarray(z, dtype=np.float64)
-    kept = np.where(noisy >= CUTOFF * sigma, noisy, 0.0)
+    kept = np.where(support(noisy, sigma), np.maximum(noisy, 0.0), 0.0)
     total = float(kept.sum())
     if not total > 0:
         return FALLBACK
@@ -243,10 +284,11 @@ def estimate(stages: Any, auto: AutoPlan, key: PRFKey) -> AutoChoice:
 
 def finish(choice: AutoChoice, charged: list[RoundPlan], mechanism_plan: Planner) -> list[RoundPlan]:
     """The mechanism's plan at the chosen Δ0, after checking its privacy events equal the charged ones."""
-    mech = mechanism_plan(choice.plan.mechanism_budget, choice.max_contributions)
+    mech = mechanism_plan(choice.plan.mechanism(), choice.max_contributions)
     if _events(mech) != _events(charged):
         raise InternalError("the mechanism's privacy events changed with Δ0 after the charge")
     return mech
 
 
-__all__ = ["AUTO", "AutoChoice", "AutoPlan", "check_share", "choose", "estimate", "finish", "is_auto", "plan"]
+__all__ = ["AUTO", "AutoChoice", "AutoPlan", "check_share", "choose", "estimate", "finish", "is_auto", "plan",
+           "support", "zcdp_part"]
