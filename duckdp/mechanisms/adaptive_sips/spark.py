@@ -35,15 +35,18 @@ def weights(engine: SparkStages, vectors: DataFrame) -> DataFrame:
 
 def state(engine: SparkStages, remaining: DataFrame, vectors: DataFrame, state: DataFrame | None, plan: RoundPlan,
           params: Params, index: int) -> tuple[DataFrame, int]:
-    """Noise on every key of ∪R_u (the template adaptive_sips_universe.sql), the mechanism's rule
+    """Noise on every key of ∪R_u (the templates adaptive_sips_universe.sql over adaptive_sips_in_play_first.sql
+    in round 1, else adaptive_sips_in_play.sql: the state's keys in play), the mechanism's rule
     (`next_state`) by the generic `decide` stage → stored state (keys in play or released this round,
     plus those released earlier: the DataFrame twin of adaptive_sips_state.sql, _decided.sql and
     _carry.sql, DuckDB inserts with no Spark SQL form; tests/test_contract_spark.py ties them over two
     rounds) and the number released this round."""
     from pyspark.sql import functions as F
 
-    universe = engine.template("adaptive_sips_universe", {"remaining": remaining, "weighted": weights(engine, vectors)},
-                               {}, subqueries=("remaining", "weighted"))
+    in_play = (engine.template("adaptive_sips_in_play_first", {"remaining": remaining}, {}, subqueries=("remaining",))
+               if state is None else engine.template("adaptive_sips_in_play", {"state": state}, {}))
+    universe = engine.template("adaptive_sips_universe", {"in_play": in_play, "weighted": weights(engine, vectors)},
+                               {}, subqueries=("in_play", "weighted"))
     decided = engine.store(engine.decide(universe, plan, state_rule(plan, params), STATE_COLUMNS))
     count = decided.where(F.col("_dp_released")).count()
     new = decided.select(*engine.keys, "_dp_level",

@@ -49,7 +49,9 @@ def mad2r_vectors(engine: DuckDBStages, pairs: Query, status: Query, max_contrib
     ctx = engine.ctx
     keys = ctx.key_aliases
     remaining = engine.query("mad2r_remaining", {"pairs": engine.table_name(pairs), "keys": keys,
-                                                 "status": engine.table_name(status)}, {"beta_min": beta_min})
+                                                 "status": engine.table_name(status),
+                                                 "carried": ", p._dp_h" if ctx.ids_joined else ""},
+                             {"beta_min": beta_min})
     kept = engine.truncate(engine.sized(remaining, ", bool_or(_dp_b < 1) AS _dp_biased"), max_contributions)
     vectors = engine.store(engine.query("mad2r_vectors", {"kept": kept.sql, "keys": keys}, kept.params), "vectors2")
     target = engine.table_name(vectors)

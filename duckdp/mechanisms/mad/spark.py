@@ -44,7 +44,8 @@ def mad2r_vectors(engine: SparkStages, pairs: DataFrame, status: DataFrame, max_
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    remaining = engine.template("mad2r_remaining", {"pairs": pairs, "status": status}, {"beta_min": beta_min})
+    remaining = engine.template("mad2r_remaining", {"pairs": pairs, "status": status}, {"beta_min": beta_min},
+                                fragments={"carried": ""})
     biased = F.bool_or(F.col("_dp_b") < 1).over(Window.partitionBy("_dp_user"))      # stage_sized.sql's bool_or
     kept = engine.truncate(engine.sized(remaining.withColumn("_dp_biased", biased)), max_contributions)
     vectors = engine.template("mad2r_vectors", {"kept": kept}, {}, subqueries=("kept",))

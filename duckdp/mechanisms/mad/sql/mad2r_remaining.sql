@@ -1,8 +1,8 @@
 -- MAD2R round-2 pairs (spec §6 steps a–b): the users' sets shrink to the keys {status} keeps for
 -- round 2 (a key without a row there stays, with β = 1: the MAD2R screen stores only the
 -- exceptions); each pair carries its key's clipped bias b_i = clip(β_i, β_min, 1) (§4) and the
--- pair's own columns but |W_u| (on key ids: `_dp_h`, for the truncation order).
--- idents: pairs, keys, status
+-- pair's carried columns ({carried}: `, p._dp_h` on joined key ids, else empty).
+-- idents: pairs, keys, status, carried
 -- params: beta_min
-SELECT p.* EXCLUDE (_dp_size), greatest(least(coalesce(_dp_beta, 1.0), 1.0), $beta_min) AS _dp_b
+SELECT _dp_user, {keys}{carried}, greatest(least(coalesce(_dp_beta, 1.0), 1.0), $beta_min) AS _dp_b
 FROM {pairs} AS p LEFT JOIN {status} USING ({keys}) WHERE _dp_round2 IS NOT false
