@@ -25,7 +25,7 @@ def config_home(tmp_path_factory, monkeypatch):
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local[2] SparkSession for every Spark test file (tests/test_spark.py, test_contract_spark.py),
+    """One local[2] SparkSession for every Spark test file (test_spark, test_contract_spark, test_aggregate_spark),
     few shuffle partitions for small data; the noise UDFs' workers run this interpreter. Those files
     skip themselves without pyspark or Java before they ask for it."""
     from pyspark.sql import SparkSession

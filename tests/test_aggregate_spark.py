@@ -38,26 +38,12 @@ pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'duckd
 if shutil.which("java") is None:
     pytest.skip("no Java runtime on PATH (Spark needs Java 17+)", allow_module_level=True)
 
-from pyspark.sql import SparkSession  # noqa: E402 (after the skip checks)
 
 from duckdp.mechanisms.aggregate import spark as S  # noqa: E402 (after the skip checks)
-from duckdp.spark import use_driver_python  # noqa: E402 (after the skip checks)
 from duckdp.spark.source import resolve  # noqa: E402 (after the skip checks)
 from duckdp.spark.stages import SparkStages  # noqa: E402 (after the skip checks)
 
 METRICS = {"raters": "users", "ratings": "count", "avg": ("mean", "rating", 1, 5)}
-
-
-@pytest.fixture(scope="module")
-def spark():
-    s = (SparkSession.builder.master("local[2]").appName("duckdp-aggregate")
-         .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    use_driver_python(s)
-    yield s
-    s.stop()
 
 
 @pytest.fixture(scope="module")
