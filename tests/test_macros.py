@@ -726,11 +726,11 @@ def test_auto_contributions_macro_gdp_split_is_python_and_admitted(mcon, epsilon
         f"SELECT * FROM duckdp_auto_contributions('g', 'user_id', 'item', epsilon := {epsilon}, delta := {delta}, "
         f"share := {share})").fetchall()[0]
     mech = get("dpsips")
-    params = mech.check_params({})
-    auto, _ = ac.plan(EpsDelta(epsilon, delta), share, lambda b, d: mech.plan(b, d, params))
+    settings = mech.check_params({})
+    auto, _ = ac.plan(EpsDelta(epsilon, delta), share, lambda b, d: mech.plan(b, Params(d, settings)))
     assert how == auto.composition == "gdp"
     assert sigma == pytest.approx(auto.sigma, rel=1e-8) and sigma >= auto.sigma * (1 - 1e-9)
     assert eps_m == pytest.approx(auto.mechanism().epsilon, rel=1e-8) and delta_m <= auto.mechanism().delta
-    rounds = [r.event for r in mech.plan(EpsDelta(eps_m, delta_m), 100, params)]
+    rounds = [r.event for r in mech.plan(EpsDelta(eps_m, delta_m), Params(100, settings))]
     events = curves(ComposedEvent((GaussianEvent(1 / sigma, 0.0), *rounds)))
     assert accounting.admits(events, epsilon, delta)
