@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd  # a pyspark dependency; module-level so pandas_udf resolves the type hints
 import pyarrow as pa
 
+from .source import spark_ref
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType, StructType
@@ -54,10 +56,6 @@ def standard(kind: str, randomness: Randomness, tag: int, hi: np.ndarray, lo: np
     return randomness.noise(kind, tag, _u64(hi), _u64(lo), np.asarray(ranks, dtype=np.int64), threads=1)
 
 
-def _ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _text(col: str, dtype: DataType) -> str:
     """The column as text (binary as upper-case hex, as DuckDB's hex(BLOB); nested types as JSON)."""
     from pyspark.sql import types as T
@@ -80,11 +78,11 @@ def counter_sql(schema: StructType, keys: list[str]) -> tuple[str, str, bool]:
     `schema` (the expressions name only those columns; templates use them as fragments)."""
     types = [schema[k].dataType for k in keys]
     if len(keys) == 1 and type(types[0]).__name__ in _INTEGRAL:
-        k = f"CAST({_ident(keys[0])} AS BIGINT)"
+        k = f"CAST({spark_ref(keys[0])} AS BIGINT)"
         return f"CAST(CASE WHEN {k} < 0 THEN -1 ELSE 0 END AS BIGINT)", k, False
     parts = []
     for name, t in zip(keys, types, strict=True):
-        s = _text(_ident(name), t)
+        s = _text(spark_ref(name), t)
         parts += [f"CAST(octet_length({s}) AS STRING)", "':'", s]
     digest = f"md5(concat({', '.join(parts)}))"
     return _le64(digest, 0), _le64(digest, 8), True

@@ -33,12 +33,12 @@ class SparkSource:
         """Distinct (user, key) pairs under internal names (sql/stage_pairs.sql)."""
         from pyspark.sql import functions as F
 
-        cols = [F.col(_ref(self.user)).alias("_dp_user")]
-        cols += [F.col(_ref(n)).alias(k) for n, k in zip(self.key_names, self.keys, strict=True)]
+        cols = [F.col(spark_ref(self.user)).alias("_dp_user")]
+        cols += [F.col(spark_ref(n)).alias(k) for n, k in zip(self.key_names, self.keys, strict=True)]
         return self.df.select(*cols).distinct()
 
 
-def _ref(name: str) -> str:
+def spark_ref(name: str) -> str:
     """A column reference that Spark reads literally (backticks, embedded ones doubled)."""
     return "`" + name.replace("`", "``") + "`"
 
@@ -64,11 +64,11 @@ def check_nulls(source: SparkSource) -> None:
     """Refuse NULL user ids or keys, saying how many rows have them (one scan; never dropped silently)."""
     from pyspark.sql import functions as F
 
-    conds = [F.col(_ref(n)).isNull() for n in source.key_names]
+    conds = [F.col(spark_ref(n)).isNull() for n in source.key_names]
     any_key_null = conds[0]
     for cond in conds[1:]:
         any_key_null = any_key_null | cond
-    row = source.df.agg(F.count(F.when(F.col(_ref(source.user)).isNull(), 1)).alias("u"),
+    row = source.df.agg(F.count(F.when(F.col(spark_ref(source.user)).isNull(), 1)).alias("u"),
                         F.count(F.when(any_key_null, 1)).alias("k")).collect()[0]
     problems = []
     if row["u"]:

@@ -16,23 +16,13 @@ import pyarrow as pa
 
 from ...privacy.aggregate import AggregatePlan
 from ...spark.noise import counter_sql
-from ...spark.source import SparkSource
+from ...spark.source import SparkSource, spark_ref
 from ...spark.stages import SparkStages
 from ..basic import basic_weights
 from . import SPARK, measure_idents, not_a_key_set, value_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-def _ref(name: str) -> str:
-    """A column reference that Spark reads literally (backticks, embedded ones doubled)."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _match(n_keys: int, left: str, right: str) -> str:
-    """Null-safe equality of the internal key columns between two aliases (RunContext.key_match's text)."""
-    return " AND ".join(f"{left}._dp_k{i} IS NOT DISTINCT FROM {right}._dp_k{i}" for i in range(n_keys))
 
 
 def column_types(spark: SparkSession, source: SparkSource) -> dict[str, tuple[str, bool]]:
@@ -69,18 +59,18 @@ def keyset(engine: SparkStages, keys: pa.Table) -> DataFrame:
 def key_schema(engine: SparkStages) -> pa.Schema:
     """The Arrow types of the input's key columns under internal names (an empty collect)."""
     src = engine.source
-    cols = [f"{_ref(n)} AS {k}" for n, k in zip(src.key_names, src.keys, strict=True)]
+    cols = [f"{spark_ref(n)} AS {k}" for n, k in zip(src.key_names, src.keys, strict=True)]
     return src.df.selectExpr(*cols).limit(0).toArrow().schema
 
 
 def restrict(engine: SparkStages, plan: AggregatePlan, keys: DataFrame) -> DataFrame:
     """Stage 1: the input's rows (user, keys, value columns) whose key is in `keys` [agg_rows.sql]."""
     src = engine.source
-    key_select = ", ".join(f"{_ref(n)} AS {k}" for n, k in zip(src.key_names, src.keys, strict=True))
-    values = "".join(f", {_ref(c)} AS _dp_v{j}" for j, c in enumerate(value_columns(plan)))
+    key_select = ", ".join(f"{spark_ref(n)} AS {k}" for n, k in zip(src.key_names, src.keys, strict=True))
+    values = "".join(f", {spark_ref(c)} AS _dp_v{j}" for j, c in enumerate(value_columns(plan)))
     return engine.template("agg_rows", {"source": src.df, "keyset": keys}, {},
-                           fragments={"user": _ref(src.user), "key_select": key_select, "values": values,
-                                      "match": _match(len(src.keys), "r", "k")})
+                           fragments={"user": spark_ref(src.user), "key_select": key_select, "values": values,
+                                      "match": engine.key_match("r", "k")})
 
 
 def bound_keys(engine: SparkStages, rows: DataFrame, max_contributions: int) -> DataFrame:
@@ -94,7 +84,7 @@ def measures(engine: SparkStages, plan: AggregatePlan, rows: DataFrame, kept: Da
     exact integer per budgeted measure (`_dp_m<i>`), as ./duckdb.py's `measures`."""
     k = ", ".join(engine.keys)
     hi, lo, _ = counter_sql(keys.schema, engine.keys)
-    match = f"r._dp_user = kept._dp_user AND {_match(len(engine.keys), 'r', 'kept')}"
+    match = f"r._dp_user = kept._dp_user AND {engine.key_match('r', 'kept')}"
     fragments = {"match": match, "counter_hi": hi, "counter_lo": lo} | measure_idents(plan, k, SPARK)
     out = engine.template("agg_measures", {"rows": rows, "kept": kept, "keyset": keys},
                           {"max_rows": plan.max_rows_per_key, "row_salt": engine.randomness.salt()},
