@@ -22,7 +22,7 @@ from .discrete import discrete_gaussian_array
 from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
 from .mechanisms.aggregate import own_stages, pre_thresholded_selection
-from .mechanisms.base import Params, Round
+from .mechanisms.base import Params, Round, RoundPlan
 from .privacy import auto_contributions
 from .privacy.accountant import Accountant, plan_hook
 from .privacy.aggregate import THRESHOLD_TAG, AggregatePlan, finish, plan_aggregate
@@ -193,15 +193,20 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
                               confidence=confidence, pre_threshold=pre_threshold,
                               auto_share=auto_share if auto else None)
 
-    plan = planned(auto_contributions.CAP if auto else max_contributions)   # the charge: ρ, δ do not depend on Δ0
-    rounds_plan, params = None, None
-    if mech is not None:
+    def selection(plan: AggregatePlan) -> tuple[Params | None, list[RoundPlan] | None]:
+        """The selection mechanism's parameters and rounds at the plan's Δ0 (none without a mechanism)."""
+        if mech is None:
+            return None, None
         if plan.selection_budget is None:
             raise InternalError("invariant failed: a selection needs a selection budget")
-        mech.check_engine(kind.name)
         mech.check_budget(plan.selection_budget)
         params = Params(plan.max_contributions, settings)
-        rounds_plan = mech.plan(plan.selection_budget, params)
+        return params, mech.plan(plan.selection_budget, params)
+
+    plan = planned(auto_contributions.CAP if auto else max_contributions)   # the charge: ρ, δ do not depend on Δ0
+    if mech is not None:
+        mech.check_engine(kind.name)
+    params, rounds_plan = selection(plan)
     by_cols = [by] if isinstance(by, str) else list(by)
     public = None
     if mode == "public":
@@ -221,9 +226,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             if (final.rho, final.zcdp_delta, final.auto_rho) != (plan.rho, plan.zcdp_delta, plan.auto_rho):
                 raise InternalError("the aggregate's privacy changed with Δ0 after the charge")
             plan = replace(final, auto=choice)
-            if mech is not None and plan.selection_budget is not None:
-                params = Params(plan.max_contributions, settings)
-                rounds_plan = mech.plan(plan.selection_budget, params)
+            params, rounds_plan = selection(plan)
         names = [f"_dp_k{i}" for i in range(len(source.key_names))]
         users_noisy = None
         if mode == "threshold":
