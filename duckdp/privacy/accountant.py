@@ -129,10 +129,6 @@ class Amount:
         return f"{'ε' if self.kind == 'epsilon' else 'ρ'}={self.value:.6g}, δ={self.delta:.6g}"
 
 
-def _exact(values: Sequence[float]) -> Fraction:
-    return sum(map(Fraction, values), Fraction(0))
-
-
 def _up(x: Fraction) -> float:
     """The float nearest above (or equal to) the exact value x."""
     f = float(x)
