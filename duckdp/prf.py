@@ -192,13 +192,3 @@ class BitStream:
             return out
 
         self.bits = bits
-
-    def below(self, n: int) -> int:
-        """Uniform on {0, …, n−1} by rejection (exact)."""
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        k = (n - 1).bit_length()
-        while True:
-            x = self.bits(k) if k else 0
-            if x < n:
-                return x

@@ -91,8 +91,6 @@ def test_bit_stream_matches_the_reference_stream():
     new, ref = BitStream(PRFKey.from_seed(11)), ReferenceBitStream(PRFKey.from_seed(11))
     sizes = rng.integers(0, 700, 3000)
     assert [new.bits(int(k)) for k in sizes] == [ref.bits(int(k)) for k in sizes]
-    ns = (1, 2, 3, 1000, 2**200 + 7) * 50
-    assert [new.below(n) for n in ns] == [ref.below(n) for n in ns]
 
 
 @pytest.mark.parametrize("sigma", SIGMAS)

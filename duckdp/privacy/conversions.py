@@ -49,8 +49,3 @@ def approx_zcdp_epsilon(rho: float, delta: float, delta_dp: float) -> float:
     while gap(eps) > 0:
         eps = float(np.nextafter(eps, math.inf)) * (1 + 1e-12)
     return eps
-
-
-def pure_dp_to_zcdp(epsilon: float) -> float:
-    """ε-DP implies (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4)."""
-    return epsilon * epsilon / 2
