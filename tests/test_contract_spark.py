@@ -202,6 +202,26 @@ class TestMechanismStages(_SparkAdapter):
         d, s = self.on_both(mechanism_table(key_type), released)
         assert rows(d) == rows(s) and 0 < d.num_rows
 
+    def test_geometric_release_keeps_u_equal_to_pi(self):
+        """Kept iff u ≤ π(n), as on DuckDB (truncated_geometric.sql through the noise stage): a key whose
+        uniform equals π(n) exactly is kept (Spark compared u < π until 2026-11-26)."""
+        from duckdp.spark.noise import noised
+
+        mech, table = mechanisms.get("truncated_geometric"), mechanism_table("BIGINT")
+        with self.open_stages(table, SEED) as stages:      # the draws geometric_release will make
+            drawn = self.collect(stages, noised(stages, basic_weights(stages, 4, 0.0), "uniform", "_dp_u"))
+        by_n = {}
+        for r in drawn.to_pylist():
+            by_n.setdefault(round(r["_dp_w"]), []).append((r["_dp_u"], r["_dp_k0"]))
+        n, held = min(by_n.items())
+        u, key = min(held)                                   # π(n) = the smallest u of keys held by n users
+        keep = np.ones(n)
+        keep[n - 1] = u
+        with self.open_stages(table, SEED) as stages:
+            own = mech.own_stages(stages)
+            kept = self.collect(stages, own.geometric_release(stages, basic_weights(stages, 4, 0.0), keep))
+        assert key in kept.column("_dp_k0").to_pylist()
+
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_top_counts(self, key_type):
         """The same counts; the keys agree above the k-th count (ties are broken by engine-specific hashes)."""

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def geometric_release(engine: SparkStages, weights: DataFrame, keep_prob: np.ndarray) -> DataFrame:
-    """Keys kept with probability π(n) by one keyed uniform draw (sql/truncated_geometric.sql)."""
+    """Keys kept iff a keyed uniform u ≤ π(n), as on DuckDB (sql/truncated_geometric.sql)."""
     from pyspark.sql import functions as F
 
     probs = engine.spark.createDataFrame(pa.table({"_dp_n": pa.array(np.arange(1, len(keep_prob) + 1), pa.int64()),
@@ -22,4 +22,4 @@ def geometric_release(engine: SparkStages, weights: DataFrame, keep_prob: np.nda
     drawn = noised(engine, weights, "uniform", "_dp_u")
     return (drawn.withColumn("_dp_n", F.round(F.col("_dp_w")).cast("long"))
             .join(F.broadcast(probs), "_dp_n", "left")
-            .where(F.col("_dp_u") < F.coalesce(F.col("_dp_p"), F.lit(1.0))).select(*engine.keys))
+            .where(F.col("_dp_u") <= F.coalesce(F.col("_dp_p"), F.lit(1.0))).select(*engine.keys))
