@@ -9,8 +9,9 @@ K[b"auto", 0, 0], inputs 0..B−1; duckdp/prf.py). Each noisy count is soft-thre
 in empty buckets while moving Δ0 continuously with the counts; Δ0 is the `QUANTILE` (p90) of the
 denoised histogram, interpolated geometrically inside its bucket, rounded up to an integer and clamped
 to [1, `CAP`]. If every denoised count is 0, Δ0 = `FALLBACK` (a data-independent constant). Only Δ0
-— an integer post-processing of the noisy histogram — is released; the noisy counts never leave this module (float noise is fine for
-a released decision, DESIGN.md §6: only released *numbers* need a discrete grid).
+— an integer post-processing of the noisy histogram — is released; the noisy counts never leave this
+module (float noise is fine for a released decision, DESIGN.md §6: only released *numbers* need a
+discrete grid).
 
 Privacy. Adding or removing one user (with all rows) changes exactly one bucket count by 1, so the
 histogram has ℓ2 sensitivity 1 and the Gaussian step is (1/σ_a)-GDP (Dong, Roth & Su 2022, Thm 2.7)
