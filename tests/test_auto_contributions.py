@@ -316,7 +316,7 @@ def _audit_delta_lo(con, n_trials: int = 20_000) -> tuple[float, float]:
     σ_a = 1 from ρ_a = ½ (share 0.1 of ρ = 5), which is μ = 1 Gaussian DP (Dong et al. Cor. 2.13 gives
     δ(ε)). D's mode is bucket 0 [1, 4); its p90 moves into bucket 1 [4, 16) when that bucket's
     mass (soft-thresholded at σ_a, `denoise`) is large enough, which the added user makes far likelier:
-    the correct histogram lands near the bound, one with a larger sensitivity over it.
+    the correct histogram stays under the bound (δ_lo ≈ −0.06), one with a larger sensitivity lands far over it.
     """
     from scipy.stats import beta
 
