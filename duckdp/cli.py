@@ -534,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     sel.add_argument("--algo", default="weighted_gaussian", help="mechanism (see `duckdp algorithms`)")
     _budget_arguments(sel)
     sel.add_argument("--max-contributions", type=_contributions, default=100, metavar="Δ0",
-                     help="keys kept per user (100), or 'auto': chosen privately with 1%% of the budget")
+                     help="keys kept per user (100), or 'auto': chosen privately with 0.5%% of the budget")
     sel.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                      help="mechanism parameter, e.g. --param iterations=3 (repeatable)")
     _output_arguments(sel)
@@ -564,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a select() mechanism, 'threshold', or a parquet/CSV file of public keys (adaptive_sips)")
     _budget_arguments(agg)
     agg.add_argument("--max-contributions", type=_contributions, default=100, metavar="Δ0",
-                     help="keys kept per user (100), or 'auto': chosen privately with 1%% of ρ")
+                     help="keys kept per user (100), or 'auto': chosen privately with 0.5%% of ρ")
     agg.add_argument("--max-rows-per-key", type=int, default=1, metavar="M", help="rows per user and key (1)")
     agg.add_argument("--selection-share", type=float, help="share of the budget for selecting keys (0.4)")
     agg.add_argument("--pre-threshold", type=int, default=1, metavar="K", help="only keys with ≥ K users (1)")

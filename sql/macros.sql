@@ -11,7 +11,7 @@
 --   duckdp_mad(..., adaptive_excess := 3, adaptive_min_degree := 2, max_adaptive_degree := Δ0)   MAD
 --   duckdp_plan(epsilon|rho, delta, max_contributions, …)   σ and threshold per round, no data read
 --   duckdp_sips_plan(epsilon|rho, delta, max_contributions, iterations, ratio, beta_min)   the SIPS rounds' plan
---   duckdp_auto_contributions(tbl, user_col, item_col, epsilon|rho, delta, share := 0.01)   a private Δ0
+--   duckdp_auto_contributions(tbl, user_col, item_col, epsilon|rho, delta, share := 0.005)  a private Δ0
 --                                    and the budget left for the mechanism (max_contributions 'auto', below)
 -- Each returns one column, named like `item_col`, holding the released keys sorted by key (so the
 -- order is a function of the released set only, never of unreleased keys or thread scheduling).
@@ -503,22 +503,20 @@ SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM rel
 --   -- → max_contributions, and the epsilon/rho/delta left for the mechanism; then, with those values:
 --   SELECT * FROM duckdp_dpsips('reviews', 'user_id', 'item', rho := <rho>, delta := <delta>,
 --                               max_contributions := <max_contributions>);
--- The first spends `share` of the budget (default 0.01) on a private Δ0, the second the rest: the two
+-- The first spends `share` of the budget (default 0.005) on a private Δ0, the second the rest: the two
 -- together stay within the request only if the second gets no more than the first's output (the
 -- shell cannot check this; duckdp.select does both in one call and charges them together). The result
 -- names its `composition`: 'zcdp', 'gdp' (exact Gaussian-DP split) or 'basic'.
 -- ---------------------------------------------------------------------------------------------
 
--- Δ0 from the 7 bucket counts, σ_a and 7 standard normal draws: auto_contributions.choose. The support
--- is the noisy mode and the run of neighbours whose noisy counts reach σ_a (CUTOFF = 1); Δ0 is the p90
--- of the noisy counts on it (negatives as 0), geometric inside its bucket [4^b, 4^(b+1)), ceil'ed and
--- clamped to [1, 4096] (the open bucket [4096, ∞) gives 4096); 100 if every noisy count is ≤ 0.
+-- Δ0 from the 7 bucket counts, σ_a and 7 standard normal draws: auto_contributions.choose. Each noisy
+-- count is soft-thresholded, max(noisy − σ_a, 0) (SHRINK = 1, auto_contributions.denoise); Δ0 is the p90
+-- of those, geometric inside its bucket [4^b, 4^(b+1)), ceil'ed and clamped to [1, 4096] (the open
+-- bucket [4096, ∞) gives 4096); 100 if every soft-thresholded count is 0.
 CREATE OR REPLACE TEMP MACRO duckdp_auto_choose(counts, sigma, z) AS
   list_transform([list_transform(range(7), lambda b: counts[b + 1]::DOUBLE + sigma::DOUBLE * z[b + 1]::DOUBLE)],
-    lambda noisy: list_transform([list_position(noisy, list_max(noisy)) - 1], lambda mode:
-      list_transform([list_transform(range(7), lambda b:
-          CASE WHEN b = mode OR list_min(list_slice(noisy, least(b, mode) + 1, greatest(b, mode) + 1)) >= sigma::DOUBLE
-               THEN greatest(noisy[b + 1], 0.0e0) ELSE 0.0e0 END)], lambda kept:
+    lambda noisy:
+      list_transform([list_transform(range(7), lambda b: greatest(noisy[b + 1] - sigma::DOUBLE, 0.0e0))], lambda kept:
         list_transform([[list_sum(kept), 0.9e0 * list_sum(kept)]], lambda tt:
           list_transform([list_transform(range(7), lambda j: list_sum(list_slice(kept, 1, j + 1)))], lambda cum:
             list_transform([least(coalesce(list_filter(range(7), lambda j: cum[j + 1] >= tt[2])[1], 6), 6)], lambda k:
@@ -527,7 +525,7 @@ CREATE OR REPLACE TEMP MACRO duckdp_auto_choose(counts, sigma, z) AS
                    ELSE least(greatest(ceil(pow(4.0e0, k)
                           * pow(4.0e0, least(greatest((tt[2] - (cum[k + 1] - kept[k + 1])) / kept[k + 1], 0.0e0), 1.0e0))
                         ), 1), 4096)::BIGINT END
-            )[1])[1])[1])[1])[1])[1];
+            )[1])[1])[1])[1])[1];
 
 -- The ε at which μ-GDP spends δ: the smallest ε with δ_μ(ε) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ) ≤ δ
 -- (Dong, Roth & Su 2022, Cor. 2.13; δ_μ is the analytic Gaussian δ at σ = 1/μ), by 64 bisection steps
@@ -562,7 +560,7 @@ CREATE OR REPLACE TEMP MACRO duckdp_auto_gdp_split(epsilon, delta, share) AS
 -- The noisy counts stay inside; only Δ0 and the budgets are returned. Under zCDP and basic composition
 -- the mechanism's budget is (1 − 1e-12)·(the rest), so the parts never sum above the request by a rounding.
 CREATE OR REPLACE TEMP MACRO duckdp_auto_contributions(tbl, user_col, item_col, epsilon := NULL, rho := NULL,
-                                                       delta := NULL, share := 0.01) AS TABLE
+                                                       delta := NULL, share := 0.005) AS TABLE
 WITH checked AS MATERIALIZED (   -- budget checks (duckdp_plan's), the (ε, δ) split and the salt (no data read)
   SELECT CASE WHEN NOT (share::DOUBLE > 0 AND share::DOUBLE <= 0.25)
                 THEN error('duckdp: share must be a number in (0, 0.25]')::DOUBLE ELSE share::DOUBLE END AS _dp_share,

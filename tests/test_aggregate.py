@@ -393,19 +393,20 @@ def test_users_and_count_are_one_draw_when_one_row_per_key(con):
 
 @pytest.mark.parametrize("keys", ["dpsips", "threshold", ["k001", "k002"]])
 def test_auto_delta0_is_paid_from_the_aggregate_budget_and_reported(con, keys):
-    """The estimate takes the share 0.01 of the call's ρ (first part), the other parts split the rest as
+    """The estimate takes the default share of the call's ρ (first part), the other parts split the rest as
     without it; the plan at the chosen Δ0 is the one run; spent and the charge are the request's."""
     t = ratings()                                  # users hold 1..7 keys: the p90 lies in [4, 16)
+    from duckdp.privacy.auto_contributions import DEFAULT_SHARE as share
     agg = run(con, t, keys=keys, max_contributions="auto", rho=0.5)
     choice = agg.plan.auto
     assert choice is not None and agg.plan.max_contributions == choice.max_contributions
     assert 4 <= choice.max_contributions < 16
-    assert agg.plan.auto_rho == choice.plan.budget.rho == pytest.approx(0.005, rel=1e-12)
-    assert choice.plan.sigma == pytest.approx(1 / math.sqrt(2 * 0.005))
+    assert agg.plan.auto_rho == choice.plan.budget.rho == pytest.approx(0.5 * share, rel=1e-12)
+    assert choice.plan.sigma == pytest.approx(1 / math.sqrt(2 * 0.5 * share))
     mode, algo = ("public", None) if isinstance(keys, list) else \
         (("select", keys) if keys == "dpsips" else ("threshold", None))
     same = plan_aggregate(ZCDP(0.5, 1e-6), METRICS, max_contributions=choice.max_contributions, keys=mode,
-                          algo=algo, auto_share=0.01)
+                          algo=algo, auto_share=share)
     assert agg.plan.measures == same.measures and agg.plan.rho == 0.5
     assert math.fsum([agg.plan.auto_rho, agg.plan.selection_budget.rho if agg.plan.selection_budget else 0.0,
                       agg.plan.threshold.rho if agg.plan.threshold else 0.0]
@@ -413,7 +414,7 @@ def test_auto_delta0_is_paid_from_the_aggregate_budget_and_reported(con, keys):
     assert agg.spent == run(con, t, keys=keys, max_contributions=7, rho=0.5).spent
     report = agg.report()
     assert f"Δ0        : {choice.max_contributions} keys per user" in report
-    assert f"auto Δ0: Δ0 = {choice.max_contributions} chosen privately" in report and "ρ=0.005" in report
+    assert f"auto Δ0: Δ0 = {choice.max_contributions} chosen privately" in report and f"ρ={0.5 * share:.4g}" in report
     assert run(con, t, keys=keys, max_contributions="auto", rho=0.5).to_arrow().equals(agg.to_arrow())   # seeded
 
 

@@ -93,26 +93,24 @@ def test_choose_quantile_interpolation_and_clamps():
     assert ac.choose(np.array([90, 0, 0, 0, 10, 0, 0]), 1.0, zero) == 4
     assert ac.choose(np.array([10, 0, 0, 0, 0, 0, 90]), 1.0, zero) == ac.CAP        # open bucket → the cap
     assert ac.choose(np.zeros(7), 1.0, -np.ones(7)) == ac.FALLBACK                 # every noisy count ≤ 0
-    # only the run of buckets around the noisy mode counts: the 3 users in [1024, 4096), not next to it,
-    # do not count at σ = 2
-    assert ac.choose(np.array([0, 100, 0, 0, 0, 3, 0]), 2.0, zero) == math.ceil(4 * 4 ** 0.9)
+    # every count is soft-thresholded at σ: 3 users in [1024, 4096) at σ = 3 count as none, and the
+    # 103 users in [4, 16) as 100, so p90 is 90 % into that bucket
+    assert ac.choose(np.array([0, 103, 0, 0, 0, 3, 0]), 3.0, zero) == math.ceil(4 * 4 ** 0.9)
     for _ in range(200):                                   # always an integer in [1, CAP]
         rng = np.random.default_rng(_)
         d = ac.choose(rng.integers(0, 50, 7), float(rng.uniform(0.1, 30)), rng.standard_normal(7))
         assert isinstance(d, int) and 1 <= d <= ac.CAP
 
 
-def test_support_is_the_run_around_the_mode():
-    """A real bucket next to the mode is kept down to CUTOFF·σ (the old 2σ cut on every bucket dropped it
-    and moved Δ0 a bucket down); buckets past a gap, or a lone noisy bucket, are not."""
+def test_denoise_is_a_soft_threshold_at_sigma():
+    """max(noisy − σ, 0) per bucket: a real tail bucket near σ shrinks instead of vanishing, so Δ0 moves
+    continuously with its count (the old hard cut at σ on the run around the mode jumped a bucket down)."""
     sigma = 39.0
-    noisy = np.array([0.0, 0.0, 284, 223, 60.0, 0.0, 0.0])     # 60 users ≈ 1.5σ above the mode's bucket
-    assert ac.choose(noisy, sigma, np.zeros(7)) > 256          # the p90 lies in [256, 1024), not at 256
-    assert ac.support(noisy, sigma).tolist() == [False, False, True, True, True, False, False]
-    gap = np.array([0.0, 0.0, 284, 223, 0.0, 80.0, 0.0])       # 80 ≥ σ but past an empty bucket
-    assert ac.support(gap, sigma).tolist() == [False, False, True, True, False, False, False]
-    low = np.array([50.0, 500, 30, 0, 0, 0, 0])                 # below the mode too; 30 < σ ends the run
-    assert ac.support(low, sigma).tolist() == [True, True, False, False, False, False, False]
+    assert ac.denoise(np.array([-5.0, 10, 284, 223, 60, 39, 0]), sigma).tolist() == [0, 0, 245, 184, 21, 0, 0]
+    base = np.array([0.0, 0.0, 284, 223, 0.0, 0.0, 0.0])
+    d0 = [ac.choose(base + np.array([0, 0, 0, 0, c, 0, 0]), sigma, np.zeros(7)) for c in (38.0, 40.0, 60.0, 100.0)]
+    assert d0[0] == d0[1] - 1 or d0[0] == d0[1]                 # no jump where the count crosses σ
+    assert d0 == sorted(d0) and d0[-1] > 256                     # then rises into [256, 1024) as it grows
 
 
 def test_estimate_noise_has_its_own_key_and_is_reproducible():
@@ -316,9 +314,9 @@ def _audit_delta_lo(con, n_trials: int = 20_000) -> tuple[float, float]:
 
     The estimate runs as in a release (engine stage → PRF noise under K[b"auto"] → `choose`), with
     σ_a = 1 from ρ_a = ½ (share 0.1 of ρ = 5), which is μ = 1 Gaussian DP (Dong et al. Cor. 2.13 gives
-    δ(ε)). D's mode is bucket 0 [1, 4); its p90 moves into bucket 1 [4, 16) when that bucket joins the
-    support (noisy count ≥ CUTOFF·σ_a) and is large enough, which the added user makes far likelier:
-    the correct histogram lands near the bound, one with a larger sensitivity over it.
+    δ(ε)). D's mode is bucket 0 [1, 4); its p90 moves into bucket 1 [4, 16) when that bucket's
+    mass (soft-thresholded at σ_a, `denoise`) is large enough, which the added user makes far likelier:
+    the correct histogram stays under the bound (δ_lo ≈ −0.06), one with a larger sensitivity lands far over it.
     """
     from scipy.stats import beta
 

@@ -676,19 +676,20 @@ def test_auto_choose_macro_equals_python(mcon):
 def test_auto_contributions_macro_budget_and_choice(mcon):
     """50 users with 2 keys, 50 with 8: p90 = 4·4^0.8 → Δ0 = 13 at negligible noise; the estimate spends
     share·(ε|ρ, δ) with the σ of duckdp.privacy.calibration, the mechanism gets the rest (never more)."""
+    from duckdp.privacy.auto_contributions import DEFAULT_SHARE as s  # the macro's default is Python's
     from duckdp.privacy.calibration import analytic_gaussian_sigma, zcdp_sigma
     mcon.execute("CREATE TABLE a AS SELECT u AS user_id, 'k' || i AS item FROM range(100) r(u), range(8) s(i) "
                  "WHERE i < CASE WHEN u < 50 THEN 2 ELSE 8 END")
     (d0, eps, rho, delta, c_eps, c_rho, c_delta, sigma, how, seeded), = mcon.sql(
         "SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', rho := 1e6, delta := 1e-5)").fetchall()
     assert d0 == 13 and seeded and how == "zcdp" and eps is None and c_eps is None
-    assert c_rho == pytest.approx(1e4, rel=1e-9) and c_delta == pytest.approx(1e-7, rel=1e-9)
+    assert c_rho == pytest.approx(1e6 * s, rel=1e-9) and c_delta == pytest.approx(1e-5 * s, rel=1e-9)
     assert rho + c_rho <= 1e6 and delta + c_delta <= 1e-5
-    assert sigma == pytest.approx(zcdp_sigma(1e4), rel=1e-12)
+    assert sigma == pytest.approx(zcdp_sigma(1e6 * s), rel=1e-12)
     row = mcon.sql("SELECT * FROM duckdp_auto_contributions('a', 'user_id', 'item', epsilon := 0.05, delta := 0.05)"
                    ).fetchall()[0]                 # ε_m < ε/2 here: basic composition, as in duckdp.select
     assert row[8] == "basic" and row[1] + row[4] <= 0.05 and row[3] + row[6] <= 0.05 and row[2] is None
-    assert row[7] == pytest.approx(analytic_gaussian_sigma(0.05 * 0.01, 0.05 * 0.01), rel=1e-9)
+    assert row[7] == pytest.approx(analytic_gaussian_sigma(0.05 * s, 0.05 * s), rel=1e-9)
     # the two-step use: the mechanism with what is left
     released = mcon.sql(f"SELECT * FROM duckdp_dpsips('a', 'user_id', 'item', rho := {rho!r}, delta := {delta!r}, "
                         f"max_contributions := {d0})").fetchall()

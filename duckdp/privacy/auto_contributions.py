@@ -4,13 +4,14 @@ Design. Every user u falls in exactly one bucket of its distinct-key count |W_u|
 [1, 4), [4, 16), …, [1024, 4096), [4096, ∞) (`EDGES`). The engine counts users per bucket (stage
 `contribution_histogram`, sql/stage_contribution_histogram.sql). Each bucket count gets independent
 continuous Gaussian noise N(0, σ_a²) from the release's PRF under its own purpose label (sub-key
-K[b"auto", 0, 0], inputs 0..B−1; duckdp/prf.py). The histogram's support is the noisy mode and the
-run of neighbouring buckets whose noisy counts reach `CUTOFF`·σ_a (`support`: other buckets are
-mostly noise); Δ0 is the `QUANTILE` (p90) of the noisy counts on it (negatives as 0), interpolated
-geometrically inside its bucket, rounded up to an integer and clamped to [1, `CAP`]. If every noisy
-count is ≤ 0, Δ0 = `FALLBACK` (a data-independent constant). Only Δ0 — an integer post-processing of the
-noisy histogram — is released; the noisy counts never leave this module (float noise is fine for
-a released decision, DESIGN.md §6: only released *numbers* need a discrete grid).
+K[b"auto", 0, 0], inputs 0..B−1; duckdp/prf.py). Each noisy count is soft-thresholded at `SHRINK`·σ_a
+(`denoise`: max(noisy − σ_a, 0), Donoho & Johnstone 1994), which removes most of the mass that noise puts
+in empty buckets while moving Δ0 continuously with the counts; Δ0 is the `QUANTILE` (p90) of the
+denoised histogram, interpolated geometrically inside its bucket, rounded up to an integer and clamped
+to [1, `CAP`]. If every denoised count is 0, Δ0 = `FALLBACK` (a data-independent constant). Only Δ0
+— an integer post-processing of the noisy histogram — is released; the noisy counts never leave this
+module (float noise is fine for a released decision, DESIGN.md §6: only released *numbers* need a
+discrete grid).
 
 Privacy. Adding or removing one user (with all rows) changes exactly one bucket count by 1, so the
 histogram has ℓ2 sensitivity 1 and the Gaussian step is (1/σ_a)-GDP (Dong, Roth & Su 2022, Thm 2.7)
@@ -64,12 +65,12 @@ if TYPE_CHECKING:
 from .events import ComposedEvent, CurveEvent, GaussianEvent, ZcdpEvent
 
 AUTO = "auto"
-DEFAULT_SHARE = 0.01                # share of ρ (zCDP), of μ² (Gaussian (ε, δ)) or of ε (basic composition)
+DEFAULT_SHARE = 0.005               # share of ρ (zCDP), of μ² (Gaussian (ε, δ)) or of ε (basic composition)
 MAX_SHARE = 0.25
 EDGES = (1, 4, 16, 64, 256, 1024, 4096)   # bucket b = [EDGES[b], EDGES[b+1]); the last is [4096, ∞)
 CAP = EDGES[-1]
 QUANTILE = 0.9
-CUTOFF = 1.0                        # a bucket next to the support joins it at ≥ CUTOFF·σ_a (`support`)
+SHRINK = 1.0                        # soft threshold of every noisy count, in units of σ_a (`denoise`)
 FALLBACK = 100                      # Δ0 when every noisy count is ≤ 0 (data-independent)
 PURPOSE = b"auto"                   # PRF sub-key label of the estimate's noise (duckdp/prf.py)
 
@@ -95,7 +96,7 @@ class AutoPlan:
         from ..mechanisms.base import RoundPlan
         if not isinstance(self.budget, (EpsDelta, ZCDP)):
             raise InternalError("invariant failed: only select()'s estimate is a round of its own")
-        return RoundPlan(self.budget, "gaussian", self.sigma, CUTOFF * self.sigma, sensitivity=1.0,
+        return RoundPlan(self.budget, "gaussian", self.sigma, SHRINK * self.sigma, sensitivity=1.0,
                          novel_delta=0.0)
 
 
@@ -235,31 +236,23 @@ def noise(key: PRFKey, n: int) -> np.ndarray:
     return standard("gaussian", uniform_from_words(sub.words(np.zeros(n, np.uint64), np.arange(n, dtype=np.uint64))))
 
 
-def support(noisy: np.ndarray, sigma: float) -> np.ndarray:
-    """Which noisy buckets count: the noisy mode, and its neighbours outward while they reach CUTOFF·σ_a.
+def denoise(noisy: np.ndarray, sigma: float) -> np.ndarray:
+    """Soft thresholding at SHRINK·σ_a, max(noisy − σ_a, 0) per bucket (Donoho & Johnstone 1994).
 
-    Users' distinct-key counts fill a contiguous run of geometric buckets, so a bucket is kept only if
-    it continues that run from the mode (the largest noisy count). An empty bucket next to the run
-    passes with probability Φ(−CUTOFF) ≈ 16 %, one further out only after it (≈ 2.5 %); a real bucket
-    of c users is dropped with probability Φ(CUTOFF − c/σ_a), 9 % at c = 2.3σ_a, where a 2σ_a cut on
-    every bucket dropped it with 37 % and moved Δ0 a whole bucket (×4) down (benchmarks/RESULTS.md,
-    "Automatic Δ0"). Post-processing of the noisy counts: privacy is untouched."""
-    keep = np.zeros(noisy.size, dtype=bool)
-    mode = int(np.argmax(noisy))
-    keep[mode] = True
-    for step in (1, -1):
-        b = mode + step
-        while 0 <= b < noisy.size and noisy[b] >= CUTOFF * sigma:
-            keep[b] = True
-            b += step
-    return keep
+    An empty bucket keeps E[(Z − 1)⁺]·σ_a ≈ 0.08σ_a of its noise, so noise in empty high buckets hardly
+    drags the quantile up; a real bucket of c users keeps about c − σ_a, shrinking continuously rather
+    than vanishing below a cut. The hard cut it replaces (the run of buckets around the noisy mode that
+    reach σ_a) dropped a real tail bucket whole with probability Φ(1 − c/σ_a) and moved Δ0 a bucket
+    (×4) down; soft thresholding was chosen over it, and the share of 0.5 % over 1 %, on held-out seeds
+    101–130 (benchmarks/RESULTS.md, "Automatic Δ0"). Post-processing of the noisy counts: privacy is
+    untouched."""
+    return np.maximum(np.asarray(noisy, dtype=np.float64) - SHRINK * sigma, 0.0)
 
 
 def choose(counts: np.ndarray, sigma: float, z: np.ndarray) -> int:
     """Δ0 from exact bucket counts, σ_a and standard normal draws z (one per bucket): the p90 of the
-    noisy histogram on its `support`, interpolated geometrically in its bucket, in [1, CAP]."""
-    noisy = np.asarray(counts, dtype=np.float64) + sigma * np.asarray(z, dtype=np.float64)
-    kept = np.where(support(noisy, sigma), np.maximum(noisy, 0.0), 0.0)
+    `denoise`d noisy histogram, interpolated geometrically in its bucket, in [1, CAP]."""
+    kept = denoise(np.asarray(counts, dtype=np.float64) + sigma * np.asarray(z, dtype=np.float64), sigma)
     total = float(kept.sum())
     if not total > 0:
         return FALLBACK
@@ -290,5 +283,5 @@ def finish(choice: AutoChoice, charged: list[RoundPlan], mechanism_plan: Planner
     return mech
 
 
-__all__ = ["AUTO", "AutoChoice", "AutoPlan", "check_share", "choose", "estimate", "finish", "is_auto", "plan",
-           "support", "zcdp_part"]
+__all__ = ["AUTO", "AutoChoice", "AutoPlan", "check_share", "choose", "denoise", "estimate", "finish", "is_auto",
+           "plan", "zcdp_part"]
