@@ -160,7 +160,8 @@ class TestMechanismStages(_SparkAdapter):
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_adaptive_sips_stages(self, key_type):
         """Two rounds of adaptive SIPS's own stages: R_u (every pair at level 1, then the keys in play at
-        levels 1 and β_min), the weights, the stored state (dropped keys, released keys, the round-1
+        levels 1 and β_min), the user vectors (bit for bit: computed from counts, they add no floats in
+        an engine's order), the weights, the stored state (dropped keys, released keys, the round-1
         release carried into round 2) and the released keys."""
         mech = mechanisms.get("adaptive_sips")
         params = Params(4, mech.check_params({}))
@@ -174,18 +175,21 @@ class TestMechanismStages(_SparkAdapter):
                 vectors = round_vectors(stages, own, remaining, plan[j], 4)
                 state, count = own.state(stages, remaining, vectors, state, plan[j], params, j)
                 weights, released = own.weights(stages, vectors), own.released(stages, state)
-                out.append((adapter.collect(stages, remaining), adapter.collect(stages, weights),
-                            adapter.collect(stages, state), count, adapter.collect(stages, released)))
+                out.append((adapter.collect(stages, remaining), adapter.collect(stages, vectors),
+                            adapter.collect(stages, weights), adapter.collect(stages, state), count,
+                            adapter.collect(stages, released)))
             return out
 
         duck, spark = self.on_both(mechanism_table(key_type), two_rounds)
-        for (dr, dw, dstate, dcount, dreleased), (sr, sw, sstate, scount, sreleased) in zip(duck, spark, strict=True):
+        for (dr, dv, dw, dstate, dcount, dreleased), (sr, sv, sw, sstate, scount, sreleased) in zip(duck, spark,
+                                                                                                   strict=True):
             assert rows(dr.select(sr.column_names)) == rows(sr)
+            assert rows(dv.select(sv.column_names)) == rows(sv)     # vectors from counts: the same bits
             self.close(dw, sw, ["_dp_k0"], "_dp_w")
             assert rows(dstate.select(sstate.column_names)) == rows(sstate)
             assert dcount == scount and rows(dreleased) == rows(sreleased)
         levels = {r["_dp_level"] for r in duck[1][0].to_pylist()}
-        rounds = Counter(r["_dp_round"] for r in duck[1][2].to_pylist())
+        rounds = Counter(r["_dp_round"] for r in duck[1][3].to_pylist())
         assert levels == {1.0, 0.5} and rounds[0] > 0 and rounds[1] > 0      # both levels; round 1 carried
 
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])

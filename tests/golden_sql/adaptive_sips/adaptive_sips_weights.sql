@@ -14,19 +14,23 @@ UNION ALL
 SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHERE _dp_size > $max_contributions
 QUALIFY row_number() OVER (PARTITION BY _dp_user
                            ORDER BY hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))) <= $max_contributions
-), stats AS (        -- per user over R̃_u: Σ l², the level-1 count and Σ l² of the lower levels
-  SELECT _dp_user, sum(_dp_level * _dp_level) AS _dp_ss, count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
-         coalesce(sum(_dp_level * _dp_level) FILTER (WHERE _dp_level < 1.0), 0.0) AS _dp_sslo
+), counts AS (       -- per user over R̃_u: the level-1 count n_hi, the lower count n_lo and level β
+  SELECT _dp_user, count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
+         count(*) FILTER (WHERE _dp_level < 1.0) AS _dp_nlo,
+         coalesce(max(_dp_level) FILTER (WHERE _dp_level < 1.0), 0.0) AS _dp_lo
   FROM kept GROUP BY _dp_user
-), scaled AS (       -- level-1 entries min(1/√Σl², cap), cap = c/√d
-  SELECT kept._dp_user, _dp_k0, _dp_level, _dp_d, _dp_nhi, _dp_sslo,
-         least(1.0 / sqrt(_dp_ss), $cap / sqrt(_dp_d)) AS _dp_hi
+), stats AS (        -- Σ l² of the lower levels n_lo·β², and 1/√Σl² = 1/√(n_hi + n_lo·β²)
+  SELECT _dp_user, _dp_nhi, _dp_sslo, 1.0 / sqrt(_dp_nhi + _dp_sslo) AS _dp_unit
+  FROM (SELECT _dp_user, _dp_nhi, _dp_nlo * _dp_lo * _dp_lo AS _dp_sslo FROM counts) AS c
+), scaled AS (       -- with the cap c/√d
+  SELECT kept._dp_user, _dp_k0, _dp_level, _dp_nhi, _dp_sslo, _dp_unit, $cap / sqrt(_dp_d) AS _dp_cap
   FROM kept JOIN stats USING (_dp_user)
 )
 SELECT _dp_user, _dp_k0,
-       CASE WHEN _dp_level >= 1.0 THEN _dp_hi
-            ELSE least(_dp_level * sqrt(greatest(1.0 - _dp_nhi * _dp_hi * _dp_hi, 0.0) / _dp_sslo),
-                       $cap / sqrt(_dp_d)) END AS _dp_x
+       CASE WHEN _dp_unit <= _dp_cap THEN _dp_level * _dp_unit
+            WHEN _dp_level >= 1.0 THEN _dp_cap
+            ELSE least(_dp_level * sqrt(greatest(1.0 - _dp_nhi * _dp_cap * _dp_cap, 0.0) / _dp_sslo),
+                       _dp_cap) END AS _dp_x
 FROM scaled
 )
 SELECT _dp_k0, sum(_dp_x) AS _dp_w FROM vectors GROUP BY _dp_k0
@@ -47,19 +51,23 @@ UNION ALL
 SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHERE _dp_size > $max_contributions
 QUALIFY row_number() OVER (PARTITION BY _dp_user
                            ORDER BY hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))) <= $max_contributions
-), stats AS (        -- per user over R̃_u: Σ l², the level-1 count and Σ l² of the lower levels
-  SELECT _dp_user, sum(_dp_level * _dp_level) AS _dp_ss, count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
-         coalesce(sum(_dp_level * _dp_level) FILTER (WHERE _dp_level < 1.0), 0.0) AS _dp_sslo
+), counts AS (       -- per user over R̃_u: the level-1 count n_hi, the lower count n_lo and level β
+  SELECT _dp_user, count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
+         count(*) FILTER (WHERE _dp_level < 1.0) AS _dp_nlo,
+         coalesce(max(_dp_level) FILTER (WHERE _dp_level < 1.0), 0.0) AS _dp_lo
   FROM kept GROUP BY _dp_user
-), scaled AS (       -- level-1 entries min(1/√Σl², cap), cap = c/√d
-  SELECT kept._dp_user, _dp_k0, _dp_level, _dp_d, _dp_nhi, _dp_sslo,
-         least(1.0 / sqrt(_dp_ss), $cap / sqrt(_dp_d)) AS _dp_hi
+), stats AS (        -- Σ l² of the lower levels n_lo·β², and 1/√Σl² = 1/√(n_hi + n_lo·β²)
+  SELECT _dp_user, _dp_nhi, _dp_sslo, 1.0 / sqrt(_dp_nhi + _dp_sslo) AS _dp_unit
+  FROM (SELECT _dp_user, _dp_nhi, _dp_nlo * _dp_lo * _dp_lo AS _dp_sslo FROM counts) AS c
+), scaled AS (       -- with the cap c/√d
+  SELECT kept._dp_user, _dp_k0, _dp_level, _dp_nhi, _dp_sslo, _dp_unit, $cap / sqrt(_dp_d) AS _dp_cap
   FROM kept JOIN stats USING (_dp_user)
 )
 SELECT _dp_user, _dp_k0,
-       CASE WHEN _dp_level >= 1.0 THEN _dp_hi
-            ELSE least(_dp_level * sqrt(greatest(1.0 - _dp_nhi * _dp_hi * _dp_hi, 0.0) / _dp_sslo),
-                       $cap / sqrt(_dp_d)) END AS _dp_x
+       CASE WHEN _dp_unit <= _dp_cap THEN _dp_level * _dp_unit
+            WHEN _dp_level >= 1.0 THEN _dp_cap
+            ELSE least(_dp_level * sqrt(greatest(1.0 - _dp_nhi * _dp_cap * _dp_cap, 0.0) / _dp_sslo),
+                       _dp_cap) END AS _dp_x
 FROM scaled
 )
 SELECT _dp_k0, sum(_dp_x) AS _dp_w FROM vectors GROUP BY _dp_k0
@@ -80,19 +88,23 @@ UNION ALL
 SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHERE _dp_size > $max_contributions
 QUALIFY row_number() OVER (PARTITION BY _dp_user
                            ORDER BY hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))) <= $max_contributions
-), stats AS (        -- per user over R̃_u: Σ l², the level-1 count and Σ l² of the lower levels
-  SELECT _dp_user, sum(_dp_level * _dp_level) AS _dp_ss, count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
-         coalesce(sum(_dp_level * _dp_level) FILTER (WHERE _dp_level < 1.0), 0.0) AS _dp_sslo
+), counts AS (       -- per user over R̃_u: the level-1 count n_hi, the lower count n_lo and level β
+  SELECT _dp_user, count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
+         count(*) FILTER (WHERE _dp_level < 1.0) AS _dp_nlo,
+         coalesce(max(_dp_level) FILTER (WHERE _dp_level < 1.0), 0.0) AS _dp_lo
   FROM kept GROUP BY _dp_user
-), scaled AS (       -- level-1 entries min(1/√Σl², cap), cap = c/√d
-  SELECT kept._dp_user, _dp_k0, _dp_level, _dp_d, _dp_nhi, _dp_sslo,
-         least(1.0 / sqrt(_dp_ss), $cap / sqrt(_dp_d)) AS _dp_hi
+), stats AS (        -- Σ l² of the lower levels n_lo·β², and 1/√Σl² = 1/√(n_hi + n_lo·β²)
+  SELECT _dp_user, _dp_nhi, _dp_sslo, 1.0 / sqrt(_dp_nhi + _dp_sslo) AS _dp_unit
+  FROM (SELECT _dp_user, _dp_nhi, _dp_nlo * _dp_lo * _dp_lo AS _dp_sslo FROM counts) AS c
+), scaled AS (       -- with the cap c/√d
+  SELECT kept._dp_user, _dp_k0, _dp_level, _dp_nhi, _dp_sslo, _dp_unit, $cap / sqrt(_dp_d) AS _dp_cap
   FROM kept JOIN stats USING (_dp_user)
 )
 SELECT _dp_user, _dp_k0,
-       CASE WHEN _dp_level >= 1.0 THEN _dp_hi
-            ELSE least(_dp_level * sqrt(greatest(1.0 - _dp_nhi * _dp_hi * _dp_hi, 0.0) / _dp_sslo),
-                       $cap / sqrt(_dp_d)) END AS _dp_x
+       CASE WHEN _dp_unit <= _dp_cap THEN _dp_level * _dp_unit
+            WHEN _dp_level >= 1.0 THEN _dp_cap
+            ELSE least(_dp_level * sqrt(greatest(1.0 - _dp_nhi * _dp_cap * _dp_cap, 0.0) / _dp_sslo),
+                       _dp_cap) END AS _dp_x
 FROM scaled
 )
 SELECT _dp_k0, sum(_dp_x) AS _dp_w FROM vectors GROUP BY _dp_k0
