@@ -397,15 +397,18 @@ WITH RECURSIVE plan AS MATERIALIZED (   -- σ_j, T_j, c_j of every round and its
       SELECT _dp_user, _dp_item, _dp_level, _dp_c, least(_dp_size, max_contributions) AS _dp_d
       FROM (SELECT *, count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM open)
       QUALIFY duckdp_trunc_rank(_dp_user, _dp_item, _dp_ts, _dp_size, max_contributions) <= max_contributions
-    ), scaled AS (   -- step 3: level-1 entries min(1/√Σl², c/√d), with the user's lower-level mass
-      SELECT *, least(1 / sqrt(sum(_dp_level * _dp_level) OVER (PARTITION BY _dp_user)), _dp_c / sqrt(_dp_d)) AS _dp_hi,
-             count(*) FILTER (WHERE _dp_level >= 1) OVER (PARTITION BY _dp_user) AS _dp_nhi,
-             coalesce(sum(_dp_level * _dp_level) FILTER (WHERE _dp_level < 1) OVER (PARTITION BY _dp_user), 0) AS _dp_sslo
+    ), counted AS (  -- step 3: Σl² = n_hi + n_lo·β² from counts (β the lower level), never a float sum
+      SELECT *, count(*) FILTER (WHERE _dp_level >= 1) OVER (PARTITION BY _dp_user) AS _dp_nhi,
+             count(*) FILTER (WHERE _dp_level < 1) OVER (PARTITION BY _dp_user)
+               * pow(coalesce(max(_dp_level) FILTER (WHERE _dp_level < 1) OVER (PARTITION BY _dp_user), 0), 2) AS _dp_sslo
       FROM kept
+    ), scaled AS (   -- the unit scale 1/√Σl² and the cap c/√d (adaptive_sips_vectors.sql)
+      SELECT *, 1 / sqrt(_dp_nhi + _dp_sslo) AS _dp_unit, _dp_c / sqrt(_dp_d) AS _dp_cv FROM counted
     ), weights AS (  -- step 4: w_i = Σ_u x_ui over R̃ (keys of ∪R_u that nobody kept get no row)
-      SELECT _dp_item, sum(CASE WHEN _dp_level >= 1 THEN _dp_hi
-                                ELSE least(_dp_level * sqrt(greatest(1 - _dp_nhi * _dp_hi * _dp_hi, 0) / _dp_sslo),
-                                           _dp_c / sqrt(_dp_d)) END) AS _dp_w
+      SELECT _dp_item, sum(CASE WHEN _dp_unit <= _dp_cv THEN _dp_level * _dp_unit
+                                WHEN _dp_level >= 1 THEN _dp_cv
+                                ELSE least(_dp_level * sqrt(greatest(1 - _dp_nhi * _dp_cv * _dp_cv, 0) / _dp_sslo),
+                                           _dp_cv) END) AS _dp_w
       FROM scaled GROUP BY _dp_item
     ), decided AS (  -- steps 4–6 per key of ∪R_u: noise (only where the result is used), release, state
       SELECT _dp_item, _dp_w IS NOT NULL AND _dp_noisy >= _dp_t AS _dp_released, _dp_noisy / _dp_s AS _dp_z
