@@ -15,9 +15,14 @@ How each tool is configured (its best documented setting for an (ε, δ) budget,
               K ∈ {threshold, adaptive_sips, dpsips}. Budget split (docs/specs/private-group-by.md §4):
               δ/2 to the selection, ρ = the largest zCDP with (ε, δ/2) by DP-SIPS Cor. 9; selection gets
               0.4·ρ (keys="threshold": the users metric *is* the thresholded count, no second charge),
-              the rest split evenly over the metrics, a mean split evenly into centred sum and count
-              (shared measures, spec §3.1: the users metric reads the row count at m = 1 — one draw,
-              the same numbers as before for these queries, which share nothing else).
+              the rest split evenly over the metrics. The value column is declared not-null
+              (`not_null=[value]`; both datasets have no NULL, and OpenDP needs non-null values too — its
+              query fills NULLs before summing), so shared measures (spec §3.1) read one row count for the
+              users metric (m = 1) and the mean's denominator: the mean's whole share goes to its centred
+              sum (spec §4 "Budget": the count already has the users metric's part, at least the mean's).
+              Draws: count + centred sum on MovieLens (0.3·ρ each), count + sum + centred sum on purchases
+              (0.2·ρ each). keys="threshold": users read the threshold's own draw, so the mean's count has
+              no other reader and the mean's share is split evenly into centred sum and count.
               Exact discrete Gaussian noise. Seeded (`seed=`), so runs are reproducible.
   pipelinedp  DPEngine(NaiveBudgetAccountant(ε, δ), LocalBackend()).aggregate with metrics PRIVACY_ID_COUNT,
               MEAN (+ SUM on purchases), noise_kind=GAUSSIAN, max_partitions_contributed=Δ0,
@@ -136,7 +141,8 @@ def run_duckdp(spec: dict, keys: str, eps: float, delta: float, seed: int) -> di
     con = duckdb.connect()
     con.execute(f"CREATE VIEW src AS SELECT * FROM read_parquet('{_quote(spec['path'])}')")
     agg = duckdp.aggregate(con, "src", by=spec["key"], user_col=spec["user"], metrics=metrics, keys=keys,
-                           epsilon=eps, delta=delta, max_contributions=spec["d0"], max_rows_per_key=1, seed=seed)
+                           epsilon=eps, delta=delta, max_contributions=spec["d0"], max_rows_per_key=1, seed=seed,
+                           not_null=[v])
     t = agg.to_arrow().to_pydict()
     names = [m for m in metrics]
     return {str(k): {m: float(t[m][i]) for m in names} for i, k in enumerate(t[spec["key"]])}
@@ -337,6 +343,10 @@ def bench_dataset(spec: dict, label: str, tools: list[str], args: argparse.Names
             print(f"  [{label}] {tool} seed {seed}: {len(res['released'])} keys, {res['wall']:.1f} s, "
                   f"{res['cpu']:.1f} cpu s, {res['rss_mb']:.0f} MB", file=sys.stderr, flush=True)
     ok = [t for t in tools if runs[t] and t not in notes]
+    if args.dump:
+        Path(args.dump).mkdir(parents=True, exist_ok=True)
+        name = label.replace(" ", "_").replace(",", "")
+        (Path(args.dump) / f"{name}_eps{args.epsilon:g}.json").write_text(json.dumps({"truth": true, "runs": runs}))
     # "all": per seed, the keys every tool that ran that seed releases (tools releasing no key left out)
     common: dict[int, set] = {}
     for seed in range(1, args.seeds + 1):
@@ -393,6 +403,7 @@ def main() -> None:
     p.add_argument("--seeds-for", default="tumult=1",
                    help="fewer seeds for slow tools (tool=n,...); their medians are over n runs")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    p.add_argument("--dump", help="also write each dataset's runs and truth as JSON into this folder")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--spec", help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)

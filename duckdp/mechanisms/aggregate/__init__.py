@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from ...errors import InternalError, InvalidParameter
-from ...privacy.aggregate import PRE_THRESHOLD_SELECTIONS, THRESHOLD_TAG, AggregatePlan
+from ...privacy.aggregate import PRE_THRESHOLD_SELECTIONS, THRESHOLD_TAG, AggregatePlan, grid_bounds
 from ...stages.base import Engine
 from ..base import Mechanism, Round, RoundPlan
 from ..basic import CountGaussian, CountLaplace
@@ -105,20 +105,26 @@ def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect) -> dict[str
         if m.tag == THRESHOLD_TAG:    # the threshold's own noisy users count (no engine measure)
             continue
         mt = next(x for x in plan.metrics if x.name == m.metric)
-        if mt.column is None:
-            expr = ("count(DISTINCT _dp_user)" if m.part == "users"
-                    else "count(*) FILTER (WHERE _dp_r <= _dp_max_rows)")
+        if m.part == "users":
+            expr = "count(DISTINCT _dp_user)"
+        elif m.part == "count" and (mt.column is None or mt.column in plan.not_null):
+            expr = "count(*) FILTER (WHERE _dp_r <= _dp_max_rows)"      # rows (a declared column's mean reads it)
+        elif mt.column is None:
+            raise InternalError("invariant failed: a sum or a mean's count reads a column")
         else:
             j = cols.index(mt.column)
-            keep = f"_dp_r{j} <= _dp_max_rows AND _dp_v{j} IS NOT NULL"
+            declared = mt.column in plan.not_null       # every sampled row counts; NULL read as the grid midpoint
+            keep = f"_dp_r{j} <= _dp_max_rows" + ("" if declared else f" AND _dp_v{j} IS NOT NULL")
             if m.part == "count":       # a mean's count: rows with a value
                 expr = f"count(*) FILTER (WHERE {keep})"
             elif mt.lower is None or mt.upper is None:
                 raise InternalError("invariant failed: a sum or mean has bounds")
             else:                       # Σ (round_half_even(clip(v)/step) − offset): exact integers
                 v = f"greatest(least(CAST(_dp_v{j} AS DOUBLE), {_lit(mt.upper)}), {_lit(mt.lower)})"
-                expr = (f"sum(CAST({dialect.round_even}({v} / {_lit(m.step)}, 0) AS {exact}) - "
-                        f"CAST({int(m.offset)} AS {exact})) FILTER (WHERE {keep})")
+                grid = f"CAST({dialect.round_even}({v} / {_lit(m.step)}, 0) AS {exact})"
+                if declared:            # ⌊(lo + hi)/2⌋: a mean's offset, so a NULL adds 0 to its centred sum
+                    grid = f"coalesce({grid}, CAST({sum(grid_bounds(mt.lower, mt.upper, m.step)) // 2} AS {exact}))"
+                expr = f"sum({grid} - CAST({int(m.offset)} AS {exact})) FILTER (WHERE {keep})"
         aggs.append(f"{expr} AS _dp_m{i}")
         # saturate at ±2⁶²: 1-Lipschitz, so no sensitivity grows, and noise added in int64 cannot overflow;
         # a sum beyond BIGINT would otherwise fail the cast after the charge, an error that depends on the data
