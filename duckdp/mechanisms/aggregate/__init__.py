@@ -120,11 +120,13 @@ def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect) -> dict[str
             elif mt.lower is None or mt.upper is None:
                 raise InternalError("invariant failed: a sum or mean has bounds")
             else:                       # Σ (round_half_even(clip(v)/step) − offset): exact integers
-                v = f"greatest(least(CAST(_dp_v{j} AS DOUBLE), {_lit(mt.upper)}), {_lit(mt.lower)})"
-                grid = f"CAST({dialect.round_even}({v} / {_lit(m.step)}, 0) AS {exact})"
-                if declared:            # ⌊(lo + hi)/2⌋: a mean's offset, so a NULL adds 0 to its centred sum
-                    grid = f"coalesce({grid}, CAST({sum(grid_bounds(mt.lower, mt.upper, m.step)) // 2} AS {exact}))"
-                expr = f"sum({grid} - CAST({int(m.offset)} AS {exact})) FILTER (WHERE {keep})"
+                v = f"CAST(_dp_v{j} AS DOUBLE)"
+                if declared:            # NULL → the grid midpoint ⌊(lo + hi)/2⌋·step (exact; a mean's offset, so
+                    mid = sum(grid_bounds(mt.lower, mt.upper, m.step)) // 2      # it adds 0 to its centred sum),
+                    v = f"coalesce({v}, {_lit(mid * m.step)})"      # before clipping: least/greatest skip NULLs
+                v = f"greatest(least({v}, {_lit(mt.upper)}), {_lit(mt.lower)})"
+                expr = (f"sum(CAST({dialect.round_even}({v} / {_lit(m.step)}, 0) AS {exact}) - "
+                        f"CAST({int(m.offset)} AS {exact})) FILTER (WHERE {keep})")
         aggs.append(f"{expr} AS _dp_m{i}")
         # saturate at ±2⁶²: 1-Lipschitz, so no sensitivity grows, and noise added in int64 cannot overflow;
         # a sum beyond BIGINT would otherwise fail the cast after the charge, an error that depends on the data
