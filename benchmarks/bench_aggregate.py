@@ -145,7 +145,7 @@ def run_duckdp(spec: dict, keys: str, eps: float, delta: float, seed: int) -> di
     con.execute(f"CREATE VIEW src AS SELECT * FROM read_parquet('{_quote(spec['path'])}')")
     agg = duckdp.aggregate(con, "src", by=spec["key"], user_col=spec["user"], metrics=metrics, keys=keys,
                            epsilon=eps, delta=delta, max_contributions=spec["d0"], max_rows_per_key=1, seed=seed,
-                           not_null=None if spec.get("nullable") else [v])
+                           not_null=None if spec.get("nullable") else [v], selection_share=spec.get("share"))
     t = agg.to_arrow().to_pydict()
     names = [m for m in metrics]
     return {str(k): {m: float(t[m][i]) for m in names} for i, k in enumerate(t[spec["key"]])}
@@ -408,6 +408,7 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     p.add_argument("--dump", help="also write each dataset's runs and truth as JSON into this folder "
                                   "(benchmarks/pair_aggregate.py compares them)")
+    p.add_argument("--selection-share", type=float, help="duckdp's selection_share (default: its own, 0.4)")
     p.add_argument("--nullable", action="store_true",
                    help="duckdp does not declare the value column not-null (its plan before not_null existed)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -418,6 +419,7 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
+    spec_extra = {"share": args.selection_share}
     tools = [t for t in args.tools.split(",") if t]
     for t in tools:
         if t not in TOOLS and not t.startswith("duckdp:"):      # duckdp:<any select() algorithm> also runs
@@ -435,7 +437,7 @@ def main() -> None:
         tmp = Path(d)
         for name in args.datasets.split(","):
             if name == "movielens":
-                bench_dataset(dataset_spec(name, str(MOVIELENS), args.max_contributions, args.nullable),
+                bench_dataset(dataset_spec(name, str(MOVIELENS), args.max_contributions, args.nullable) | spec_extra,
                               "MovieLens 100k", available, args, tmp)
                 continue
             for rows in (int(r) for r in args.rows.split(",")):
@@ -449,7 +451,7 @@ def main() -> None:
                         print(f"\nNOT RUN {t} at {rows:,} rows (above --max-rows {t}={caps[t]:,})")
                     else:
                         run_tools.append(t)
-                bench_dataset(dataset_spec(name, str(path), args.max_contributions, args.nullable),
+                bench_dataset(dataset_spec(name, str(path), args.max_contributions, args.nullable) | spec_extra,
                               f"purchases {rows:,} rows", run_tools, args, tmp)
                 path.unlink()
 
