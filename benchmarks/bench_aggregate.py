@@ -15,9 +15,15 @@ How each tool is configured (its best documented setting for an (ε, δ) budget,
               K ∈ {threshold, adaptive_sips, dpsips}. Budget split (docs/specs/private-group-by.md §4):
               δ/2 to the selection, ρ = the largest zCDP with (ε, δ/2) by DP-SIPS Cor. 9; selection gets
               0.4·ρ (keys="threshold": the users metric *is* the thresholded count, no second charge),
-              the rest split evenly over the metrics, a mean split evenly into centred sum and count
-              (shared measures, spec §3.1: the users metric reads the row count at m = 1 — one draw,
-              the same numbers as before for these queries, which share nothing else).
+              the rest split evenly over the metrics. The value column is declared not-null
+              (`not_null=[value]`, unless --nullable; both datasets have no NULL, and OpenDP needs
+              non-null values too — its query fills NULLs before summing), so shared measures
+              (spec §3.1) read one row count for the
+              users metric (m = 1) and the mean's denominator: the mean's whole share goes to its centred
+              sum (spec §4 "Budget": the count already has the users metric's part, at least the mean's).
+              Draws: count + centred sum on MovieLens (0.3·ρ each), count + sum + centred sum on purchases
+              (0.2·ρ each). keys="threshold": users read the threshold's own draw, so the mean's count has
+              no other reader and the mean's share is split evenly into centred sum and count.
               Exact discrete Gaussian noise. Seeded (`seed=`), so runs are reproducible.
   pipelinedp  DPEngine(NaiveBudgetAccountant(ε, δ), LocalBackend()).aggregate with metrics PRIVACY_ID_COUNT,
               MEAN (+ SUM on purchases), noise_kind=GAUSSIAN, max_partitions_contributed=Δ0,
@@ -86,13 +92,15 @@ PEER_MODULE = {"pipelinedp": "pipeline_dp", "opendp": "opendp", "tumult": "tmlt.
 
 # ----------------------------------------------------------------------------------------------- datasets
 
-def dataset_spec(name: str, path: str, max_contributions: int) -> dict:
-    """Columns, bounds and metrics of a dataset (the same for every tool)."""
+def dataset_spec(name: str, path: str, max_contributions: int, nullable: bool = False) -> dict:
+    """Columns, bounds and metrics of a dataset (the same for every tool); `nullable`: duckdp declares no column."""
     if name == "movielens":
         return {"name": name, "path": path, "user": "user_id", "key": "item", "value": "rating",
-                "lower": 1.0, "upper": 5.0, "metrics": ["users", "mean"], "d0": max_contributions}
+                "lower": 1.0, "upper": 5.0, "metrics": ["users", "mean"], "d0": max_contributions,
+                "nullable": nullable}
     return {"name": name, "path": path, "user": "user_id", "key": "product", "value": "amount",
-            "lower": 0.0, "upper": 500.0, "metrics": ["users", "sum", "mean"], "d0": max_contributions}
+            "lower": 0.0, "upper": 500.0, "metrics": ["users", "sum", "mean"], "d0": max_contributions,
+            "nullable": nullable}
 
 
 def make_purchases(rows: int, path: Path, seed: int = 20) -> None:
@@ -136,7 +144,8 @@ def run_duckdp(spec: dict, keys: str, eps: float, delta: float, seed: int) -> di
     con = duckdb.connect()
     con.execute(f"CREATE VIEW src AS SELECT * FROM read_parquet('{_quote(spec['path'])}')")
     agg = duckdp.aggregate(con, "src", by=spec["key"], user_col=spec["user"], metrics=metrics, keys=keys,
-                           epsilon=eps, delta=delta, max_contributions=spec["d0"], max_rows_per_key=1, seed=seed)
+                           epsilon=eps, delta=delta, max_contributions=spec["d0"], max_rows_per_key=1, seed=seed,
+                           not_null=None if spec.get("nullable") else [v], selection_share=spec.get("share"))
     t = agg.to_arrow().to_pydict()
     names = [m for m in metrics]
     return {str(k): {m: float(t[m][i]) for m in names} for i, k in enumerate(t[spec["key"]])}
@@ -337,6 +346,10 @@ def bench_dataset(spec: dict, label: str, tools: list[str], args: argparse.Names
             print(f"  [{label}] {tool} seed {seed}: {len(res['released'])} keys, {res['wall']:.1f} s, "
                   f"{res['cpu']:.1f} cpu s, {res['rss_mb']:.0f} MB", file=sys.stderr, flush=True)
     ok = [t for t in tools if runs[t] and t not in notes]
+    if args.dump:                 # the truth and every run's released keys, for benchmarks/pair_aggregate.py
+        Path(args.dump).mkdir(parents=True, exist_ok=True)
+        name = label.replace(" ", "_").replace(",", "")
+        (Path(args.dump) / f"{name}_eps{args.epsilon:g}.json").write_text(json.dumps({"truth": true, "runs": runs}))
     # "all": per seed, the keys every tool that ran that seed releases (tools releasing no key left out)
     common: dict[int, set] = {}
     for seed in range(1, args.seeds + 1):
@@ -393,6 +406,11 @@ def main() -> None:
     p.add_argument("--seeds-for", default="tumult=1",
                    help="fewer seeds for slow tools (tool=n,...); their medians are over n runs")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    p.add_argument("--dump", help="also write each dataset's runs and truth as JSON into this folder "
+                                  "(benchmarks/pair_aggregate.py compares them)")
+    p.add_argument("--selection-share", type=float, help="duckdp's selection_share (default: its own, 0.4)")
+    p.add_argument("--nullable", action="store_true",
+                   help="duckdp does not declare the value column not-null (its plan before not_null existed)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--spec", help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
@@ -401,6 +419,7 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
+    spec_extra = {"share": args.selection_share}
     tools = [t for t in args.tools.split(",") if t]
     for t in tools:
         if t not in TOOLS and not t.startswith("duckdp:"):      # duckdp:<any select() algorithm> also runs
@@ -418,8 +437,8 @@ def main() -> None:
         tmp = Path(d)
         for name in args.datasets.split(","):
             if name == "movielens":
-                bench_dataset(dataset_spec(name, str(MOVIELENS), args.max_contributions), "MovieLens 100k",
-                              available, args, tmp)
+                bench_dataset(dataset_spec(name, str(MOVIELENS), args.max_contributions, args.nullable) | spec_extra,
+                              "MovieLens 100k", available, args, tmp)
                 continue
             for rows in (int(r) for r in args.rows.split(",")):
                 path = tmp / f"purchases_{rows}.parquet"
@@ -432,8 +451,8 @@ def main() -> None:
                         print(f"\nNOT RUN {t} at {rows:,} rows (above --max-rows {t}={caps[t]:,})")
                     else:
                         run_tools.append(t)
-                bench_dataset(dataset_spec(name, str(path), args.max_contributions), f"purchases {rows:,} rows",
-                              run_tools, args, tmp)
+                bench_dataset(dataset_spec(name, str(path), args.max_contributions, args.nullable) | spec_extra,
+                              f"purchases {rows:,} rows", run_tools, args, tmp)
                 path.unlink()
 
 

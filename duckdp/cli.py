@@ -373,7 +373,7 @@ def _aggregate(args: argparse.Namespace) -> int:
                     metrics=metrics, keys=keys, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
                     max_contributions=args.max_contributions, max_rows_per_key=args.max_rows_per_key,
                     selection_share=args.selection_share, pre_threshold=args.pre_threshold,
-                    confidence=args.confidence, seed=args.seed, **params)
+                    confidence=args.confidence, not_null=args.not_null or None, seed=args.seed, **params)
 
     return _run_release(args, run, _aggregate_json)
 
@@ -569,6 +569,8 @@ def build_parser() -> argparse.ArgumentParser:
     agg.add_argument("--selection-share", type=float, help="share of the budget for selecting keys (0.4)")
     agg.add_argument("--pre-threshold", type=int, default=1, metavar="K", help="only keys with ≥ K users (1)")
     agg.add_argument("--confidence", type=float, help="add NAME_low/NAME_high intervals at this level, e.g. 0.95")
+    agg.add_argument("--not-null", action="append", default=[], metavar="COLUMN",
+                     help="declare a value column free of NULLs: its means divide by the row count (repeatable)")
     agg.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="mechanism parameter")
     _output_arguments(agg)
     agg.set_defaults(func=_aggregate)

@@ -162,7 +162,8 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
               rho: float | None = None, max_contributions: int | str = 100, max_rows_per_key: int = 1,
               selection_share: float | None = None, metric_shares: dict | None = None, pre_threshold: int = 1,
               confidence: float | None = None, seed: int | None = None, accountant: Accountant | None = None,
-              auto_share: float = auto_contributions.DEFAULT_SHARE, **algo_params: Any) -> Aggregate:
+              auto_share: float = auto_contributions.DEFAULT_SHARE, not_null: str | list[str] | None = None,
+              **algo_params: Any) -> Aggregate:
     """Private GROUP BY `by` of `table`: one noisy column per metric for selected or public keys, sorted by key.
 
     metrics: {name: "users" | "count" | ("sum" | "mean", column, lower, upper)}. keys: a select() algorithm
@@ -172,6 +173,10 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     any data is read. `seed` makes it reproducible (tests, demos; the result says so).
     `max_contributions="auto"`: the share `auto_share` of the call's ρ buys a private choice of Δ0
     (privacy/auto_contributions.py) before the other parts run with it; `plan` and `report()` show both.
+    `not_null`: value column(s) the analyst declares free of NULLs (public, like a NOT NULL constraint): a mean
+    on one divides by the noisy row count that users/count metrics read too, so fewer draws share the budget;
+    a NULL found there anyway is read as its metric's midpoint (counted, adding 0 to a mean's centred sum),
+    never an error (spec §3.1).
     """
     kind = engine_for(con)
     own = own_stages(kind.name)                          # the engine's aggregate stages; refused before any charge
@@ -191,7 +196,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
         return plan_aggregate(budget, metrics, max_contributions=d0, max_rows_per_key=max_rows_per_key, keys=mode,
                               algo=algo, selection_share=selection_share, metric_shares=metric_shares,
                               confidence=confidence, pre_threshold=pre_threshold,
-                              auto_share=auto_share if auto else None)
+                              auto_share=auto_share if auto else None, not_null=not_null)
 
     def selection(plan: AggregatePlan) -> tuple[Params | None, list[RoundPlan] | None]:
         """The selection mechanism's parameters and rounds at the plan's Δ0 (none without a mechanism)."""

@@ -446,3 +446,64 @@ def test_cli_aggregate_takes_auto(con, tmp_path, capsys):
     assert summary["max_contributions"] == api.plan.max_contributions == chosen
     assert any(line.startswith("auto Δ0: Δ0 = ") for line in summary["plan"])
     assert pq.read_table(tmp_path / "out.parquet").equals(api.to_arrow())
+
+
+# ---------------------------------------------------------------- declared not-null value columns
+
+NULLS = pa.table({"user_id": pa.array([1, 2, 3, 4, 5, 6], pa.int64()), "item": ["a", "a", "a", "b", "b", "b"],
+                  "rating": pa.array([5, 5, None, 1, 2, None], pa.int64())})
+UCM = {"raters": "users", "ratings": "count", "stars": ("sum", "rating", 1, 5), "avg": ("mean", "rating", 1, 5)}
+
+
+def test_not_null_mean_divides_by_the_row_count_and_reads_a_null_as_the_midpoint(con):
+    """A NULL in a declared column is no error (its existence is data): it is read as the grid midpoint, counted
+    by the mean (adding 0 to its centred sum) and by the sum (adding the midpoint), as if filled with it. Nearly
+    noiseless (ρ = 10¹⁰) so the released numbers show the bounded statistic. Undeclared, NULLs are dropped."""
+    kw = {"metrics": UCM, "keys": ["a", "b"], "rho": 1e10, "max_contributions": 1}
+    declared = run(con, NULLS, not_null=["rating"], **kw)
+    plain = run(con, NULLS, **kw)
+    d, p = declared.to_arrow().to_pydict(), plain.to_arrow().to_pydict()
+    assert d["raters"] == d["ratings"] == p["ratings"] == [3, 3]
+    assert d["avg"] == pytest.approx([13 / 3, 6 / 3], abs=1e-3) and p["avg"] == pytest.approx([5.0, 1.5], abs=1e-3)
+    assert d["stars"] == pytest.approx([13.0, 6.0], abs=1e-3) and p["stars"] == pytest.approx([10.0, 3.0], abs=1e-3)
+    assert len(declared.plan.measures) == 3 and len(plain.plan.measures) == 4       # one draw fewer
+    assert declared.plan.measure("avg", "count") is declared.plan.measure("ratings", "count")
+    report = declared.report()
+    assert "declared not-null: rating" in report and "one draw read by raters.users, ratings.count, avg.count" in report
+
+
+def test_not_null_without_nulls_releases_what_the_row_count_says(con):
+    """With no NULL the declared mean's count equals the row count, so a seeded mean alone releases exactly what
+    the undeclared call does (same split b/2, b/2, the same true integers and draws)."""
+    t = ratings()
+    kw = {"metrics": {"avg": ("mean", "rating", 1, 5)}, "keys": ["k001", "k002", "k003", "nobody"]}
+    assert run(con, t, not_null="rating", **kw).to_arrow().equals(run(con, t, **kw).to_arrow())
+
+
+def test_not_null_plan_is_fixed_before_reading_and_charged_as_requested(con):
+    """The declaration is an argument, not data: the session charges the same ρ and refuses an overrun before any
+    row is read; a column no sum/mean reads is refused before the charge."""
+    t = ratings()
+    s = duckdp.Session(con, rho=1.0, delta=1e-5)
+    s.aggregate(t, by="item", metrics=UCM, keys="dpsips", rho=0.6, delta=1e-6, not_null=["rating"])
+    assert len(s.events) == 1 and math.isclose(s.spent.value, 0.6)
+    with pytest.raises(BudgetExceeded):
+        s.aggregate(poisoned(con, t), by="item", metrics=UCM, keys="dpsips", rho=0.6, delta=1e-6,
+                    not_null=["rating"])
+    with pytest.raises(InvalidParameter, match="no sum or mean metric reads"):
+        s.aggregate(t, by="item", metrics=UCM, keys="dpsips", rho=0.1, delta=1e-6, not_null=["user_id"])
+    assert len(s.events) == 1
+
+
+def test_cli_aggregate_takes_not_null(con, tmp_path, capsys):
+    import json
+    pq.write_table(NULLS, tmp_path / "in.parquet")
+    assert cli.main(["aggregate", str(tmp_path / "in.parquet"), "--by", "item", "--metric", "n=count",
+                     "--metric", "avg=mean:rating:1:5", "--keys", "threshold", "--rho", "0.5", "--delta", "1e-6",
+                     "--not-null", "rating", "--seed", "3", "-o", str(tmp_path / "out.parquet"), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    api = duckdp.aggregate(con, NULLS, by="item", metrics={"n": "count", "avg": ("mean", "rating", 1, 5)},
+                           keys="threshold", rho=0.5, delta=1e-6, not_null="rating", seed=3)
+    assert any(line.startswith("declared not-null: rating") for line in summary["plan"])
+    assert "one draw read by n.count, avg.count" in "\n".join(summary["plan"])
+    assert pq.read_table(tmp_path / "out.parquet").equals(api.to_arrow())

@@ -398,3 +398,101 @@ def test_readers_of_one_draw_release_consistent_numbers_and_their_own_intervals(
     assert p.reading("a", "count").half_width == half_width(cnt.sigma, 0.95)
     assert p.reading("c", "count").half_width == half_width(rows.sigma, 0.9)
     assert (out["u_high"] - out["u"]).tolist() == [p.reading("u", "users").half_width] * 2
+
+
+# ---------------------------------------------------------------- declared not-null columns (a mean's count = rows)
+
+def test_not_null_mean_reads_the_row_count_one_draw_fewer_each_sigma_as_computed():
+    """{users, count, mean on v}, m = 1: undeclared, 3 draws (rows, centred sum, non-NULL count); with v declared
+    not-null the mean's count is the row count users and count read, so 2 draws. The count already holds
+    users' and count's parts (2/3 of the metrics' ρ) ≥ the mean's 1/3, so the mean's whole part goes to its
+    centred sum (spec §4 "Budget") and each σ is Δ/√(2ρ) of those parts."""
+    p = plan(ZCDP(0.9, 1e-6), metrics=UCM, selection_share=0.4, not_null=["v"], max_contributions=4)
+    old = plan(ZCDP(0.9, 1e-6), metrics=UCM, selection_share=0.4, max_contributions=4)
+    assert len(old.measures) == 3 and len(p.measures) == 2 and p.not_null == ("v",)
+    rows, s = p.measures
+    assert p.measure("a", "count") is rows is p.measure("u", "users") is p.measure("c", "count")
+    assert [(r.metric, r.role) for r in rows.readers] == [("u", "users"), ("c", "count"), ("a", "count")]
+    rest = 0.9 * 0.6
+    assert rows.rho == pytest.approx(rest * 2 / 3, rel=1e-12) and s.rho == pytest.approx(rest / 3, rel=1e-12)
+    assert rows.sigma == pytest.approx(2 / math.sqrt(2 * rest * 2 / 3), rel=1e-11)           # Δ = m√Δ0 = 2
+    lo, hi = grid_bounds(1.0, 5.0, s.step)
+    assert s.sensitivity == (hi - s.offset) * 2 and s.sigma == pytest.approx(s.sensitivity / math.sqrt(2 * rest / 3))
+    old_s, old_c = old.measure("a", "sum"), old.measure("a", "count")
+    assert s.sigma < old_s.sigma / math.sqrt(2) * 1.000001 and rows.sigma < old_c.sigma     # both halves gain
+    assert math.fsum([p.selection_budget.rho] + [m.rho for m in p.measures]) == p.rho == 0.9
+    assert "declared not-null: v" in "\n".join(p.report_lines())
+    assert "one draw read by u.users, c.count, a.count" in "\n".join(p.report_lines())
+
+
+def worst(p, name: str) -> float:
+    """A mean's worst-case variance factor 1/ρ_S + 1/ρ_C (spec §4: h²Δ_C²/2 times it)."""
+    return 1 / p.measure(name, "sum").rho + 1 / p.measure(name, "count").rho
+
+
+@pytest.mark.parametrize("others, mean", [(0.2, 0.8), (0.5, 0.5), (0.7, 0.3), (0.02, 0.98)])
+def test_a_mean_sharing_its_count_splits_its_part_optimally(others, mean):
+    """One mean on a declared column beside a users metric with part a: the plan's split of the mean's part b
+    minimises 1/(b − x) + 1/(a + x) over x ∈ [0, b] (checked on a grid), so never worse than its own even split
+    (4/b) nor than b/2 each on the shared count; the users metric never gets less than its own part."""
+    rho = 2.0
+    p = plan(ZCDP(rho, 1e-6), keys="public", metrics={"u": "users", "a": ("mean", "v", 1, 5)},
+             metric_shares={"u": others, "a": mean}, not_null="v")
+    a, b = others * rho, mean * rho
+    xs = np.linspace(0, b, 20001)
+    best = float(np.min(1 / (b - xs[:-1]) + 1 / (a + xs[:-1])))
+    assert worst(p, "a") == pytest.approx(best, rel=1e-6)
+    assert worst(p, "a") <= min(4 / b, 2 / b + 1 / (a + b / 2)) * (1 + 1e-12)
+    assert p.measure("u", "users").rho >= a * (1 - 1e-12)
+    assert math.fsum(m.rho for m in p.measures) == rho
+
+
+def test_several_centred_sums_on_one_count_each_split_given_the_others():
+    """Means on one column with different bounds read one count; each centred sum S_j keeps min(B_j, t) and the
+    count gets t = a + Σ max(0, B_j − t): no budget lost, and no S_j could lower its mean's worst case by
+    moving part of its share to or from the count (the others fixed). Undeclared, a count with no other
+    reader: the same rule (a = 0); one mean alone keeps the even split."""
+    metrics = {"u": "users", "a": ("mean", "v", 1, 5), "b": ("mean", "v", 0, 10), "w": ("mean", "v", -3, 3)}
+    shares = {"u": 0.05, "a": 0.5, "b": 0.3, "w": 0.15}
+    for declared in (None, ["v"]):
+        p = plan(ZCDP(1.0, 1e-6), keys="public", metrics=metrics, metric_shares=shares, not_null=declared)
+        c = p.measure("a", "count")
+        assert c is p.measure("b", "count") is p.measure("w", "count")
+        assert (c is p.measure("u", "users")) == (declared is not None)
+        a = shares["u"] if declared else 0.0
+        t = c.rho
+        parts = {n: shares[n] for n in "abw"}
+        assert t == pytest.approx(a + sum(max(0.0, B - t) for B in parts.values()), rel=1e-12)
+        for n, B in parts.items():
+            assert p.measure(n, "sum").rho == pytest.approx(min(B, t), rel=1e-12)
+            for dx in (-1e-4, 1e-4):          # moving dx from S_n to the count: never better for that mean
+                s_rho, c_rho = p.measure(n, "sum").rho - dx, t + dx
+                if 0 < s_rho <= B:
+                    assert 1 / s_rho + 1 / c_rho >= worst(p, n) * (1 - 1e-12)
+        assert math.fsum(m.rho for m in p.measures) == p.rho == 1.0
+    alone = plan(keys="public", metrics={"avg": ("mean", "rating", 1, 5)}, not_null=["rating"])
+    assert alone.measure("avg", "sum").rho == alone.measure("avg", "count").rho == 0.25
+
+
+@pytest.mark.parametrize("keys", ["select", "threshold", "public"])
+def test_spent_never_exceeds_the_request_with_shared_counts(keys):
+    """The accounting tests' grid with a declared column (shared count, the water-filled split): Σ parts = ρ."""
+    for declared in (None, ["rating"]):
+        for rho in (1e-3, 0.1, 1.0, 10.0):
+            p = plan(ZCDP(rho, 1e-6), keys=keys, not_null=declared)
+            parts = [m.rho for m in p.measures] + [p.selection_budget.rho if p.selection_budget else 0.0]
+            parts.append(p.threshold.rho if p.threshold else 0.0)
+            assert math.fsum(parts) == p.rho == p.spent.rho == rho
+        for eps in (0.1, 1.0, 5.0):
+            p = plan(EpsDelta(eps, 1e-6), keys=keys, not_null=declared)
+            assert p.spent.epsilon <= eps and p.spent.delta <= 1e-6
+
+
+@pytest.mark.parametrize("not_null, match", [
+    (["nope"], "no sum or mean metric reads"),
+    ([""], "column name or a list"),
+    (3, "column name or a list"),
+])
+def test_bad_not_null_is_refused(not_null, match):
+    with pytest.raises(InvalidParameter, match=match):
+        plan(not_null=not_null)

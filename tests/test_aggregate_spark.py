@@ -281,3 +281,41 @@ def test_user_counts_and_truncation_equal_duckdb(spark, pre_threshold):
     own = {(u, k) for u, k, _ in ROWS}
     assert sorted(u for u, *_ in one) == sorted({u for u, *_ in ROWS}) and all((u, k) in own for u, k, _ in one)
     assert np.all(np.asarray([d for *_, d in one]) == 1.0)
+
+
+# ---------------------------------------------------------------- declared not-null value columns
+
+@pytest.mark.parametrize("max_rows", [1, 2])
+def test_declared_not_null_stages_equal_duckdb(spark, max_rows):
+    """With v declared not-null, a NULL is sampled last but, when kept, counted and read as the grid midpoint
+    (spec §3.1), identically on both engines; the means' count is the row count."""
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), STAGE_METRICS, max_contributions=10, max_rows_per_key=max_rows,
+                          keys="public", not_null=["v"])
+    assert plan.measure("m", "count") is plan.measure("n", "count")
+    with engines(spark, stage_table(False)) as (duck, sp):
+        keys = keyset_table(duck, False)
+        kd, ks = D.keyset(duck, keys), S.keyset(sp, keys)
+        rd, rs = D.restrict(duck, plan, kd), S.restrict(sp, plan, ks)
+        bd, bs = D.bound_keys(duck, rd, 10), S.bound_keys(sp, rs, 10)
+        md, ms = D.measures(duck, plan, rd, bd, kd), S.measures(sp, plan, rs, bs, ks)
+    for i, m in enumerate(plan.measures):
+        assert ms.column(f"_dp_m{i}").to_pylist() == md.column(f"_dp_m{i}").to_pylist(), (m.metric, m.part)
+    col = {(m.metric, m.part): md.column(f"_dp_m{i}").to_pylist() for i, m in enumerate(plan.measures)}
+    b, c = PUBLIC.index("b"), PUBLIC.index("c")
+    rows = plan.measure("n", "count")
+    n = col[(rows.metric, rows.part)]          # the row count (its first reader is u only with m = 1)
+    # key b: users 1, 2, 6, 7; user 6 holds (NULL, 1.0): NULL sampled last, kept only with m = 2 (midpoint 2^15)
+    assert n[b] == (4 if max_rows == 1 else 5)
+    assert col[("s", "sum")][b] == 2 + 0 + 2**14 + 40960 + (0 if max_rows == 1 else 2**15)
+    # key c: user 3's only row is NULL: counted, adding 0 to the centred sum of m on [−1, 3] (offset 2^14)
+    assert n[c] == 3
+    assert col[("m", "sum")][c] == (round(1.25 * 2**14) - 2**14) + (round(0.5 * 2**14) - 2**14)
+
+
+def test_declared_not_null_release_identical(spark):
+    """A seeded release with NULLs in a declared column: the same plan and numbers on DuckDB and Spark."""
+    table = stage_table(False)
+    a, b = both(spark, table, by="item", metrics=STAGE_METRICS, keys=PUBLIC, rho=0.5, delta=1e-6,
+                max_contributions=10, not_null=["v"], seed=4)
+    assert len(a.plan.measures) == 3
+    assert_identical(a, b)

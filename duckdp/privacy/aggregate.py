@@ -175,6 +175,7 @@ class AggregatePlan:
     spent: Spent
     auto_rho: float = 0.0                  # max_contributions="auto": the Δ0 estimate's part of ρ (first part)
     auto: AutoChoice | None = None         # … and, once the data is read, what it chose
+    not_null: tuple[str, ...] = ()         # value columns declared NOT NULL: a NULL is read as the midpoint (§3.1)
 
     def measure(self, metric: str, role: str) -> Measure:
         """The measure that `metric` reads in `role` ("users", "count", "sum")."""
@@ -196,6 +197,9 @@ class AggregatePlan:
         lines = [f"budget {self.budget}; spends {self.spent}",
                  f"keys: {self.keys}" + (f" ({self.algo})" if self.algo else "")
                  + (f", pre_threshold {self.pre_threshold}" if self.pre_threshold > 1 else "")]
+        if self.not_null:
+            lines.append(f"declared not-null: {', '.join(self.not_null)} (means divide by the row count; a NULL "
+                         f"there is read as its metric's grid midpoint)")
         if self.auto is not None:
             lines.append(f"auto Δ0: {self.auto.describe()}")
         elif self.auto_rho:
@@ -318,14 +322,17 @@ def _shares(metric_shares: Any, names: list[str]) -> list[float]:
 _THRESHOLD = ("users", "threshold")
 
 
-def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool) -> dict[tuple, list[tuple[str, str, bool]]]:
+def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
+                not_null: frozenset[str] = frozenset()) -> dict[tuple, list[tuple[str, str, bool]]]:
     """{quantity: [(metric, role, is_mean)]} in order of first use: the distinct per-key integers the metrics
     read (spec §3.1). users with keys="threshold": the threshold's draw. users with m = 1: the row count (each
     kept (user, key) keeps exactly one row, so distinct users = rows); otherwise its own. count: rows per key.
     A mean's count: rows with a non-NULL value in its column (≠ the count metric's rows where values are NULL,
-    which the plan cannot know without reading data), shared by means on that column. A mean's centred sum:
-    shared by means with the same (column, lower, upper). A sum: shared only by identical sums — reading a
-    mean's centred sum and count instead would add offset² times the count's variance (spec §3.1)."""
+    which the plan cannot know without reading data), shared by means on that column — unless the column is
+    declared in `not_null` (public, data-independent): then every sampled row is counted, a NULL read as the
+    grid midpoint, and the count is the row count itself. A mean's centred sum: shared by means with the same
+    (column, lower, upper). A sum: shared only by identical sums — reading a mean's centred sum and count
+    instead would add offset² times the count's variance (spec §3.1)."""
     out: dict[tuple, list[tuple[str, str, bool]]] = {}
     for mt in metrics:
         if mt.kind == "users":
@@ -337,25 +344,79 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool) -> dict[tu
             out.setdefault(("sum", "plain", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", False))
         else:
             out.setdefault(("sum", "centred", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", True))
-            out.setdefault(("count", mt.column), []).append((mt.name, "count", True))
+            count = ("count", None) if mt.column in not_null else ("count", mt.column)
+            out.setdefault(count, []).append((mt.name, "count", True))
     return out
+
+
+def _not_null(not_null: Any, metrics: tuple[Metric, ...]) -> tuple[str, ...]:
+    """The declared not-null columns, each one a sum/mean metric reads, in the given order."""
+    if not_null is None:
+        return ()
+    cols = [not_null] if isinstance(not_null, str) else not_null
+    if not isinstance(cols, (list, tuple)) or not all(isinstance(c, str) and c for c in cols):
+        raise InvalidParameter(f"not_null must be a column name or a list of them, got {not_null!r}")
+    read = {mt.column for mt in metrics if mt.column is not None}
+    unread = [c for c in cols if c not in read]
+    if unread:
+        raise InvalidParameter(f"not_null names {unread}, which no sum or mean metric reads (they read {sorted(read)})")
+    return tuple(dict.fromkeys(cols))
+
+
+def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]],
+                     metric_share: dict[str, float]) -> dict[tuple, float]:
+    """Each budgeted quantity's share of the metrics' part of ρ (spec §4 "Budget"), summing to Σ metric_share.
+
+    users/count/sum readers give their whole share to the quantity they read. The means reading one count C
+    give theirs to their centred sums: S_j gets B_j, the shares of the means reading it, of which it passes
+    x_j = max(0, B_j − t) to C, where t solves t = a + Σ_j max(0, B_j − t) (a: C's other readers' part) —
+    so ρ_C = t and ρ_Sj = min(B_j, t). A mean's worst-case variance is ∝ 1/ρ_S + 1/ρ_C (spec §4), and given
+    the rest of C's part, min over x of 1/(B − x) + 1/(a' + x) is at B − x = a' + x, or x = 0 when a' ≥ B:
+    each centred sum's split is optimal given the others'. With C read by one mean only (a = 0) this is the
+    even split ρ_S = ρ_C = B/2."""
+    weights: dict[tuple, float] = {}
+    centred: dict[tuple, float] = {}       # S_j → B_j
+    count_of: dict[str, tuple] = {}        # mean → the count C it reads
+    for q, readers in quantities.items():
+        if q == _THRESHOLD:
+            continue
+        weights[q] = math.fsum(metric_share[name] for name, _, is_mean in readers if not is_mean)
+        if any(is_mean and role == "sum" for _, role, is_mean in readers):
+            centred[q] = math.fsum(metric_share[name] for name, _, _ in readers)
+        count_of |= {name: q for name, role, is_mean in readers if is_mean and role == "count"}
+    reads = {s_q: count_of[name] for s_q, readers in quantities.items() if s_q in centred for name, _, _ in readers}
+    for c_q in dict.fromkeys(reads.values()):
+        parts = sorted((centred[s_q] for s_q in centred if reads[s_q] == c_q), reverse=True)
+        a, k = weights[c_q], 0
+        t = a                   # t = (a + the k largest B_j)/(k + 1), for the first k with B_k ≤ t
+        while k < len(parts) and parts[k] > t:
+            k += 1
+            t = math.fsum([a, *parts[:k]]) / (k + 1)
+        weights[c_q] = t
+        for s_q in centred:
+            if reads[s_q] == c_q:
+                weights[s_q] = min(centred[s_q], t)
+    return weights
 
 
 def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_rows_per_key: int = 1,
                    keys: str = "select", algo: str | None = None, selection_share: float | None = None,
                    metric_shares: Mapping[str, float] | None = None, confidence: float | None = None,
-                   pre_threshold: int = 1, auto_share: float | None = None) -> AggregatePlan:
+                   pre_threshold: int = 1, auto_share: float | None = None,
+                   not_null: Any = None) -> AggregatePlan:
     """The private plan of one aggregate (spec: docs/specs/private-group-by.md).
 
     keys: "select" (a select() mechanism `algo` picks keys on `selection_share` of the budget),
     "threshold" (Gaussian thresholding of distinct-user counts on that share, whose noisy count is the
     released `users` metric) or "public" (a public key set: no selection, no δ). `auto_share`: the first
     part of ρ, that share of it, pays a private choice of Δ0 (max_contributions="auto",
-    privacy/auto_contributions.zcdp_part); the other parts share the rest as without it.
+    privacy/auto_contributions.zcdp_part); the other parts share the rest as without it. `not_null`: value
+    columns declared to hold no NULL (public): a mean on one divides by the row count (spec §3.1).
     """
     if not isinstance(budget, (EpsDelta, ZCDP)):
         raise InvalidParameter(f"budget must be EpsDelta or ZCDP, got {budget!r}")
     metric_specs = parse_metrics(metrics)
+    declared = _not_null(not_null, metric_specs)
     d0 = check_max_contributions(max_contributions)
     m = integer("max_rows_per_key", max_rows_per_key, 1, 10**9)
     k = integer("pre_threshold", pre_threshold, 1, 10**9)
@@ -396,15 +457,10 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
             raise InvalidParameter(f"selection_share must be in (0, 1), got {selection_share!r}")
     shares = _shares(metric_shares, [mt.name for mt in budgeted]) if budgeted else []
 
-    # Distinct quantities (spec §3.1): each is noised once and read by every metric that needs it. A mean's
-    # share is split evenly between its centred sum and its count (minimax, spec §4); each quantity gets the
-    # sum of its readers' shares, so no metric gets more noise than on its own.
-    quantities = _quantities(metric_specs, m, keys == "threshold")
-    weights: dict[tuple, float] = {}
-    metric_share = dict(zip([mt.name for mt in budgeted], shares, strict=True))
-    for q, readers in quantities.items():
-        if q != _THRESHOLD:
-            weights[q] = math.fsum(metric_share[name] / (2 if is_mean else 1) for name, _, is_mean in readers)
+    # Distinct quantities (spec §3.1): each is noised once and read by every metric that needs it, and gets
+    # its readers' parts (spec §4 "Budget"; a mean's part split between its centred sum and its count).
+    quantities = _quantities(metric_specs, m, keys == "threshold", frozenset(declared))
+    weights = _quantity_shares(quantities, dict(zip([mt.name for mt in budgeted], shares, strict=True)))
 
     # Total ρ and the selection's δ (spec §accounting).
     if isinstance(budget, ZCDP):
@@ -468,7 +524,7 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
     sel_budget = ZCDP(sel_rho, sel_delta) if keys == "select" and sel_rho is not None else None
     return AggregatePlan(budget, keys, algo, metric_specs, tuple(measures), d0, m, k,
                          share if selects else None, sel_budget, threshold, confidence, total, sel_delta, spent,
-                         auto_rho)
+                         auto_rho, not_null=declared)
 
 
 def _spent(budget: Budget, rho: float, sel_delta: float) -> Spent:

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from ...errors import InternalError, InvalidParameter
-from ...privacy.aggregate import PRE_THRESHOLD_SELECTIONS, THRESHOLD_TAG, AggregatePlan
+from ...privacy.aggregate import PRE_THRESHOLD_SELECTIONS, THRESHOLD_TAG, AggregatePlan, grid_bounds
 from ...stages.base import Engine
 from ..base import Mechanism, Round, RoundPlan
 from ..basic import CountGaussian, CountLaplace
@@ -105,18 +105,26 @@ def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect) -> dict[str
         if m.tag == THRESHOLD_TAG:    # the threshold's own noisy users count (no engine measure)
             continue
         mt = next(x for x in plan.metrics if x.name == m.metric)
-        if mt.column is None:
-            expr = ("count(DISTINCT _dp_user)" if m.part == "users"
-                    else "count(*) FILTER (WHERE _dp_r <= _dp_max_rows)")
+        if m.part == "users":
+            expr = "count(DISTINCT _dp_user)"
+        elif m.part == "count" and (mt.column is None or mt.column in plan.not_null):
+            expr = "count(*) FILTER (WHERE _dp_r <= _dp_max_rows)"      # rows (a declared column's mean reads it)
+        elif mt.column is None:
+            raise InternalError("invariant failed: a sum or a mean's count reads a column")
         else:
             j = cols.index(mt.column)
-            keep = f"_dp_r{j} <= _dp_max_rows AND _dp_v{j} IS NOT NULL"
+            declared = mt.column in plan.not_null       # every sampled row counts; NULL read as the grid midpoint
+            keep = f"_dp_r{j} <= _dp_max_rows" + ("" if declared else f" AND _dp_v{j} IS NOT NULL")
             if m.part == "count":       # a mean's count: rows with a value
                 expr = f"count(*) FILTER (WHERE {keep})"
             elif mt.lower is None or mt.upper is None:
                 raise InternalError("invariant failed: a sum or mean has bounds")
             else:                       # Σ (round_half_even(clip(v)/step) − offset): exact integers
-                v = f"greatest(least(CAST(_dp_v{j} AS DOUBLE), {_lit(mt.upper)}), {_lit(mt.lower)})"
+                v = f"CAST(_dp_v{j} AS DOUBLE)"
+                if declared:            # NULL → the grid midpoint ⌊(lo + hi)/2⌋·step (exact; a mean's offset, so
+                    mid = sum(grid_bounds(mt.lower, mt.upper, m.step)) // 2      # it adds 0 to its centred sum),
+                    v = f"coalesce({v}, {_lit(mid * m.step)})"      # before clipping: least/greatest skip NULLs
+                v = f"greatest(least({v}, {_lit(mt.upper)}), {_lit(mt.lower)})"
                 expr = (f"sum(CAST({dialect.round_even}({v} / {_lit(m.step)}, 0) AS {exact}) - "
                         f"CAST({int(m.offset)} AS {exact})) FILTER (WHERE {keep})")
         aggs.append(f"{expr} AS _dp_m{i}")
