@@ -49,6 +49,12 @@ class Randomness:
         self._n_salts += 1
         return int(word & _MASK63)
 
+    def peek_salt(self) -> int:
+        """The salt the next `salt()` call returns, without handing it out: a stage that must order
+        rows exactly as the next truncation will (adaptive SIPS's lazy noise) reads it ahead."""
+        word = self._salts.words(np.zeros(1, np.uint64), np.array([self._n_salts], np.uint64))[0]
+        return int(word & _MASK63)
+
     def stream(self) -> BitStream:
         """A fresh stream of uniform bits (AES counter mode under K[b"bits", i, 0])."""
         self._n_streams += 1
