@@ -30,7 +30,9 @@ DELTA0 = 8
 @pytest.fixture
 def con():
     c = duckdb.connect()
-    c.execute("SET threads = 2")
+    # One thread: DuckDB's parallel SUM adds floats in a varying order, so at 2 threads the eager path
+    # differs from itself in the last bit of some weights (6 of 24 repeated runs here); one thread is exact.
+    c.execute("SET threads = 1")
     yield c
     c.close()
 
