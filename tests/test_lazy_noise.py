@@ -143,3 +143,10 @@ def test_seeded_string_keys_stay_eager(con):
     """Digest counters rank collisions among the keys present, so seeded string keys noise every key."""
     _table(con, string_keys=True)
     assert _trace(con, True, 1, 1.0)["noised"][0] >= HEAVY_KEYS
+
+
+def test_peek_salt_is_the_next_salt():
+    """`remaining` orders candidates with the salt the next truncation draws: peeking hands nothing out."""
+    r = Randomness(3)
+    first = r.peek_salt()
+    assert r.peek_salt() == first == r.salt() != r.peek_salt() == r.salt()
