@@ -76,15 +76,18 @@ def _column(batch: pa.RecordBatch, i: int, dtype: type[np.generic]) -> np.ndarra
 
 
 def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: str, scale: float, choose: Chooser,
-               key_output: str, sink: Callable[[pa.RecordBatch], None] | None = None) -> pa.Table:
+               key_output: str, sink: Callable[[pa.RecordBatch], None] | None = None,
+               round_tag: int | None = None) -> pa.Table:
     """Add `scale` · fresh standard `kind` noise to every weight; the rows `choose` keeps, as a table
     of the `key_output` columns and the columns `choose` adds. With `sink`, each kept batch (at least
     one, maybe empty: the schema) goes to `sink` as soon as it is decided and nothing is held here;
-    the table returned is then empty."""
+    the table returned is then empty. `round_tag`: a round tag the caller drew (Randomness.next_round)
+    to draw more of the same round's noise later; by default a fresh one."""
     hi, lo, may_collide = counter_sql(ctx.key_types)
     positional = may_collide and not ctx.randomness.seeded   # stream positions (module docstring): no SQL
     nkeys = ctx.key_count
-    round_tag = ctx.randomness.next_round()
+    if round_tag is None:
+        round_tag = ctx.randomness.next_round()
     table = None
     if may_collide and not positional:   # digest counters: materialise once, rank collisions, then stream
         table = ctx.temp_table("noise")

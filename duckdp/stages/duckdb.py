@@ -192,7 +192,8 @@ class DuckDBStages(Engine):
         keys = release_keys(self.ctx, weights.sql, weights.params, plan, self.ctx.key_aliases)
         return self.arrow_frame(keys, "selected")
 
-    def decide(self, weights: Query, plan: NoisePlan, rule: Rule, added: dict[str, str]) -> Query:
+    def decide(self, weights: Query, plan: NoisePlan, rule: Rule, added: dict[str, str],
+               round_tag: int | None = None) -> Query:
         """The noise stage's general step (noise_stage.scan_noisy) with the mechanism's rule; the kept
         rows stored in a run-unique TEMP table (`table_name` gives its name).
 
@@ -203,7 +204,7 @@ class DuckDBStages(Engine):
         streams the weights, and DuckDB reads the file back batch by batch into the table once the
         weights query is done (a connection runs one query at a time, so it cannot insert while it
         streams). Python's memory stays one batch per noise thread; the table is DuckDB's, within its
-        memory limit."""
+        memory limit. `round_tag`: noise_stage.scan_noisy's (a tag the caller drew, default a fresh one)."""
         target = self.ctx.temp_table("decided")
         with tempfile.TemporaryDirectory(prefix="duckdp_decided_") as folder:
             path = os.path.join(folder, "decided.arrows")
@@ -217,7 +218,7 @@ class DuckDBStages(Engine):
                     writer.write_batch(batch)
 
                 scan_noisy(self.ctx, weights.sql, weights.params, plan.noise, plan.scale, rule,
-                           self.ctx.key_aliases, sink=write)
+                           self.ctx.key_aliases, sink=write, round_tag=round_tag)
                 if writer is not None:                # scan_noisy sends at least one batch
                     writer.close()
             finally:

@@ -41,7 +41,9 @@ round 1 (adaptive_sips_in_play_first.sql) and from the state after (adaptive_sip
 the noise stage, steps 5–6 `next_state` (numpy, engine-neutral, through the generic `decide` stage) stored as the
 next state [adaptive_sips_state.sql]; the last round needs no state, so it noises only ∪R̃_u through
 the shared release stage. The output is the state's released keys [adaptive_sips_released.sql] ∪ the
-last round's.
+last round's. Engines may draw step 4's noise on keys no user kept lazily, when a later truncation
+needs their state (`own.lazy_rounds`; DuckDB on integer keys and key ids: duckdb.py), with the same
+release (docs/specs/adaptive-sips.md, "Lazy noise").
 """
 from __future__ import annotations
 
@@ -118,12 +120,14 @@ def next_state(weights: np.ndarray, noisy: np.ndarray, plan: RoundPlan,
 STATE_COLUMNS = {"_dp_level": "double", "_dp_released": "boolean"}
 
 
-def state_rule(plan: RoundPlan, params: Params) -> Rule:
+def state_rule(plan: RoundPlan, params: Params, keep_out: bool = False) -> Rule:
     """`next_state` as the rule of the generic `decide` stage: keys still in play or released this round
-    get a state row (`_dp_level`, `_dp_released`)."""
+    get a state row (`_dp_level`, `_dp_released`); with `keep_out` dropped keys too (level 0: lazy
+    noise tells them from keys not noised yet)."""
     def rule(weights: np.ndarray, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         released, level = next_state(weights, noisy, plan, params)
-        return (level > 0) | released, {"_dp_level": level, "_dp_released": released}
+        keep = np.ones(level.size, bool) if keep_out else (level > 0) | released
+        return keep, {"_dp_level": level, "_dp_released": released}
     return rule
 
 
@@ -174,16 +178,17 @@ class AdaptiveSIPS(Mechanism):
         max_contributions = params.delta0
         own = self.own_stages(stages)
         pairs = stages.store(stages.round_pairs(), "pairs")       # distinct pairs, read from the input once
+        lazy = own.lazy_rounds(stages, params)     # noise of keys no user kept drawn when needed (engines may)
         state, rounds = None, []
         for j, round_plan in enumerate(plan[:-1]):
-            remaining = own.remaining(stages, pairs, state)
+            remaining = own.remaining(stages, pairs, state, lazy)
             vectors = round_vectors(stages, own, remaining, round_plan, max_contributions)
-            new, released = own.state(stages, remaining, vectors, state, round_plan, params, j)
+            new, released = own.state(stages, remaining, vectors, state, round_plan, params, j, lazy)
             if state is not None:
                 stages.drop(state)
             state = new
             rounds.append(Round.from_plan(j, round_plan, released))
-        remaining = own.remaining(stages, pairs, state)
+        remaining = own.remaining(stages, pairs, state, lazy)
         last = stages.release(own.weights(stages, round_vectors(stages, own, remaining, plan[-1],
                                                                 max_contributions)), plan[-1])
         table = stages.output(last if state is None else stages.union(own.released(stages, state), last))

@@ -1,20 +1,128 @@
-"""Adaptive SIPS's own stages on DuckDB (templates in ./sql; spec docs/specs/adaptive-sips.md)."""
+"""Adaptive SIPS's own stages on DuckDB (templates in ./sql; spec docs/specs/adaptive-sips.md).
+
+Lazy noise (run with a `LazyRounds`, `lazy_rounds`): round j's noise of a key is the PRF value at
+(round tag j, the key's counter), so it is the same whenever it is drawn. Each round draws it on
+∪R̃_u (the keys with a weight, which can be released) and on the keys already noised that are still
+in play; a key no round has noised yet, which every holder truncated away each time, gets its
+earlier rounds' noise only when a later round needs its state, the truncation of a user who holds
+it (`remaining`). The state keeps a row for every key noised (level 0 once out), so a missing row
+means "not noised yet", not "dropped". Every draw is the one the eager rule (noise on every key of
+∪R_u in every non-final round) makes, on the same counter with the same round's sub-key, and every
+decision reads only draws that eager noise makes too, so the release is the same function of the
+data and the PRF key (bit-identical under a seed; the same distribution unseeded). Only where
+counters do not depend on which keys a round noises: integer keys and key ids. Digest counters rank
+collisions among the keys present (noise_stage.py), so seeded non-integer keys stay eager.
+"""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+from scipy.special import ndtr
+
+from ...counters import counter_sql
+from ...prf import noise
 from ...stages import Query
+from ...stages.base import Rule
 from ...stages.duckdb import DuckDBStages, merge
 from ..base import Params, RoundPlan
 from . import STATE_COLUMNS, state_rule
 
+SLACK = 64          # candidates beyond the expected need: a user's R̃_u almost always lies among them
 
-def remaining(engine: DuckDBStages, pairs: Query, state: Query | None) -> Query:
+
+@dataclass
+class LazyRounds:
+    """The noise draws of the rounds run so far (tag, σ, kind, state rule), to draw them late."""
+
+    params: Params
+    rounds: list[tuple[int, float, str, Rule]] = field(default_factory=list)
+
+
+def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
+    """A `LazyRounds` where a key's counter is the same whichever keys a round noises (integer keys,
+    key ids; not digest counters, whose collision ranks depend on the keys present), else None."""
+    return None if counter_sql(engine.ctx.key_types)[2] else LazyRounds(params)
+
+
+def candidate_limit(delta0: int, a_drop: float, rounds: int) -> int:
+    """How many open pairs per user `remaining` takes first: about twice what Δ0 keys in play need when
+    no key was noised yet (after r rounds a pure-noise key is in play with probability P(z ≥ a_drop)^r),
+    plus SLACK. Any limit ≥ 1 gives the same R̃_u (a user it cuts short gets a second pass); this one
+    makes the second pass rare."""
+    survive = float(ndtr(-a_drop)) ** rounds
+    return math.ceil(2 * delta0 / max(survive, 1e-9)) + SLACK
+
+
+def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, lazy: LazyRounds | None = None) -> Query:
     """Step 1, R_u with `_dp_level`: every stored pair at level 1 in round 1 [adaptive_sips_first.sql],
-    else the pairs whose key is in play in `state` [adaptive_sips_remaining.sql]."""
+    else the pairs whose key is in play in `state` [adaptive_sips_remaining.sql]. With `lazy` (module
+    docstring) the same over a state first completed where the truncation that follows needs it
+    [adaptive_sips_unnoised_pairs.sql, _candidates.sql, _unnoised.sql, _unsettled.sql]: each user's
+    first m pairs whose key no round noised yet, in that truncation's order (its salt, read ahead), get
+    their keys' earlier noise now (`noise_late`); a user cut at m with fewer than Δ0 of those in play
+    before the cut gets all of them (a second pass). The result R'_u ⊆ R_u holds every pair of R_u
+    ordered before u's cut, Δ0 of them when a cut was made (else R'_u = R_u), so the truncation keeps
+    the same Δ0 first pairs of R_u (ties included) with the same d."""
     if state is None:
         return engine.query("adaptive_sips_first", {"pairs": engine.table_name(pairs)})
-    return engine.query("adaptive_sips_remaining", {"pairs": engine.table_name(pairs),
-                                                    "state": engine.table_name(state),
-                                                    "match": engine.ctx.key_match("p", "s")})
+    ctx = engine.ctx
+    table = engine.table_name(state)
+    if lazy is not None:
+        delta0 = lazy.params.delta0
+        limit = candidate_limit(delta0, lazy.params["a_drop"], len(lazy.rounds))
+        idents = {"pairs": engine.table_name(pairs), "state": table, "match": ctx.key_match("p", "s"),
+                  "order_keys": ctx.pair_keys, "users": ""}
+        salt = {"trunc_salt": ctx.randomness.peek_salt()}         # the next truncation's (round_vectors)
+        unnoised = engine.query("adaptive_sips_unnoised_pairs", idents, salt)
+        candidates = engine.store(engine.query("adaptive_sips_candidates", {"unnoised": unnoised.sql},
+                                               salt | {"candidates": limit}), "candidates")
+        name = engine.table_name(candidates)
+        noise_late(engine, name, table, lazy)
+        unsettled = engine.store(engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
+                                                                          "match": ctx.key_match("c", "s")},
+                                              {"candidates": limit, "max_contributions": delta0}), "unsettled")
+        users = engine.table_name(unsettled)
+        if ctx.scalar(f"SELECT count(*) FROM {users}"):      # their R̃_u may lie past the cut: all of theirs
+            every = engine.query("adaptive_sips_unnoised_pairs",
+                                 idents | {"users": f" WHERE _dp_user IN (SELECT _dp_user FROM {users})"}, salt)
+            ctx.con.execute(f"INSERT INTO {name} {every.sql}", every.params)
+            noise_late(engine, name, table, lazy)
+        engine.drop(unsettled)
+        engine.drop(candidates)
+    return engine.query("adaptive_sips_remaining", {"pairs": engine.table_name(pairs), "state": table,
+                                                    "match": ctx.key_match("p", "s")})
+
+
+def noise_late(engine: DuckDBStages, candidates: str, state: str, lazy: LazyRounds) -> None:
+    """The candidate keys no round has noised yet [adaptive_sips_unnoised.sql] get each earlier round's
+    noise, drawn now on their counters with that round's tag, through that round's rule with no weight
+    (NaN: no user kept them), until a round drops them; their state rows (level after the last round,
+    0 once dropped) are added to `state`. The rule reads the noisy weight as the eager path's noise
+    stage forms it (noise_stage.scan_noisy: 0 + σ·z), so the levels are the same numbers."""
+    ctx = engine.ctx
+    hi, lo, _ = counter_sql(ctx.key_types)
+    keys = ctx.arrow("adaptive_sips_unnoised", {"candidates": candidates, "state": state,
+                                                "match": ctx.key_match("c", "s"), "keys": ctx.key_aliases,
+                                                "counter_hi": hi, "counter_lo": lo}, {})
+    if not keys.num_rows:
+        return
+    nkeys = ctx.key_count
+    hi_col = keys.column(nkeys).to_numpy()
+    lo_col = keys.column(nkeys + 1).to_numpy()
+    weights = np.full(keys.num_rows, np.nan)
+    level = np.ones(keys.num_rows)
+    for tag, scale, kind, rule in lazy.rounds:
+        z = noise(kind, ctx.randomness.key, tag, hi_col, lo_col, None)
+        noisy = np.where(np.isnan(weights), 0.0, weights) + scale * z
+        _, columns = rule(weights, noisy)
+        level = np.where(level > 0, columns["_dp_level"], 0.0)
+    rows = pa.table([keys.column(i) for i in range(nkeys)] + [pa.array(level, pa.float64())],
+                    names=[f"_dp_k{i}" for i in range(nkeys)] + ["_dp_level"])
+    view = ctx.register("noised_late", rows)
+    ctx.con.execute(f"INSERT INTO {state} BY NAME SELECT * FROM {view}")
 
 
 def vectors(engine: DuckDBStages, kept: Query, cap: float) -> Query:
@@ -31,26 +139,37 @@ def weights(engine: DuckDBStages, vectors: Query) -> Query:
 
 
 def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query | None, plan: RoundPlan, params: Params,
-          index: int) -> tuple[Query, int]:
+          index: int, lazy: LazyRounds | None = None) -> tuple[Query, int]:
     """Noise on EVERY key of ∪R_u [adaptive_sips_universe.sql over adaptive_sips_in_play_first.sql in round 1,
     else adaptive_sips_in_play.sql: the state's keys in play], `next_state` by the generic `decide`
     stage → the stored next state (keys, `_dp_level`, `_dp_round`; released keys kept)
     [adaptive_sips_state.sql, adaptive_sips_decided.sql, adaptive_sips_carry.sql] and this round's
-    number of released keys."""
+    number of released keys. With `lazy` (module docstring) the noise is drawn on ∪R̃_u in round 1 and
+    on the state's keys in play after, every key noised keeps its row (adaptive_sips_carry_out.sql),
+    and the round's draw is recorded in `lazy` for keys noised later."""
     ctx = engine.ctx
     keys = ctx.key_aliases
     weighted = weights(engine, vectors)
-    in_play = (engine.query("adaptive_sips_in_play_first", {"remaining": remaining.sql, "keys": keys},
-                            remaining.params) if state is None else
-               engine.query("adaptive_sips_in_play", {"state": engine.table_name(state), "keys": keys}))
-    universe = engine.query("adaptive_sips_universe", {"in_play": in_play.sql, "weighted": weighted.sql,
-                                                       "keys": keys}, merge(in_play.params, weighted.params))
-    decided = engine.table_name(engine.decide(universe, plan, state_rule(plan, params), STATE_COLUMNS))
+    if state is None and lazy is not None:      # lazy round 1: the keys with a weight
+        universe = weighted
+    else:
+        in_play = (engine.query("adaptive_sips_in_play_first", {"remaining": remaining.sql, "keys": keys},
+                                remaining.params) if state is None else
+                   engine.query("adaptive_sips_in_play", {"state": engine.table_name(state), "keys": keys}))
+        universe = engine.query("adaptive_sips_universe", {"in_play": in_play.sql, "weighted": weighted.sql,
+                                                           "keys": keys}, merge(in_play.params, weighted.params))
+    rule = state_rule(plan, params, keep_out=lazy is not None)
+    tag = None
+    if lazy is not None:              # this round's tag, as the noise stage would draw it, kept for late draws
+        tag = ctx.randomness.next_round()
+        lazy.rounds.append((tag, plan.scale, plan.noise, rule))
+    decided = engine.table_name(engine.decide(universe, plan, rule, STATE_COLUMNS, round_tag=tag))
     target = ctx.temp_table("state")
     ctx.execute("adaptive_sips_state", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
     ctx.execute("adaptive_sips_decided", {"target": target, "decided": decided, "keys": keys}, {"round": index})
-    if state is not None:             # the keys earlier rounds released stay in the output
-        ctx.execute("adaptive_sips_carry", {"target": target, "state": engine.table_name(state), "keys": keys}, {})
+    if state is not None:             # the keys earlier rounds released (lazy: every key out) stay
+        ctx.execute("adaptive_sips_carry" if lazy is None else "adaptive_sips_carry_out",
+                    {"target": target, "state": engine.table_name(state), "keys": keys}, {})
     released = ctx.scalar(f"SELECT count(*) FROM {decided} WHERE _dp_released")
     ctx.drop(decided)                 # copied into the state: free it before the next round
     return engine.table(target), int(released)

@@ -13,7 +13,12 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def remaining(engine: SparkStages, pairs: DataFrame, state: DataFrame | None) -> DataFrame:
+def lazy_rounds(engine: SparkStages, params: Params) -> None:
+    """None: Spark draws every round's noise on every key of ∪R_u (the DuckDB stages may draw it lazily)."""
+    return None
+
+
+def remaining(engine: SparkStages, pairs: DataFrame, state: DataFrame | None, lazy: None = None) -> DataFrame:
     """Step 1, R_u with each key's level: every pair at level 1 in round 1 (the template adaptive_sips_first.sql),
     else the pairs whose key is in play in `state` (adaptive_sips_remaining.sql)."""
     if state is None:
@@ -34,7 +39,7 @@ def weights(engine: SparkStages, vectors: DataFrame) -> DataFrame:
 
 
 def state(engine: SparkStages, remaining: DataFrame, vectors: DataFrame, state: DataFrame | None, plan: RoundPlan,
-          params: Params, index: int) -> tuple[DataFrame, int]:
+          params: Params, index: int, lazy: None = None) -> tuple[DataFrame, int]:
     """Noise on every key of ∪R_u (the templates adaptive_sips_universe.sql over adaptive_sips_in_play_first.sql
     in round 1, else adaptive_sips_in_play.sql: the state's keys in play), the mechanism's rule
     (`next_state`) by the generic `decide` stage → stored state (keys in play or released this round,

@@ -1,0 +1,152 @@
+"""Adaptive SIPS's lazy noise (duckdp/mechanisms/adaptive_sips/duckdb.py): keys no user kept get their
+noise only when a later truncation needs their state, and the release is bit-identical to the eager
+path, which noises every key of ∪R_u in every non-final round (docs/specs/adaptive-sips.md, step 4).
+
+Pinned on a table with one heavy user (thousands of keys, Δ0 = 8) among ordinary users: per round, the
+multiset of (weight, noisy weight) of the keys with a weight, the last round's weights per key, the
+released keys and the per-round counts, seeded, lazy vs eager (`lazy_rounds` patched to None); also
+with the candidate limit at 1 (every heavy user through the second pass) and on key ids (string keys,
+the unseeded path's counters).
+"""
+from __future__ import annotations
+
+from unittest import mock
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import leftovers
+
+import duckdp
+from duckdp.mechanisms.adaptive_sips import duckdb as own
+from duckdp.rng import Randomness
+from duckdp.stages.duckdb import DuckDBStages
+
+HEAVY_KEYS = 3000
+DELTA0 = 8
+
+
+@pytest.fixture
+def con():
+    c = duckdb.connect()
+    # One thread: DuckDB's parallel SUM adds floats in a varying order, so at 2 threads the eager path
+    # differs from itself in the last bit of some weights (6 of 24 repeated runs here); one thread is exact.
+    c.execute("SET threads = 1")
+    yield c
+    c.close()
+
+
+def _table(con: duckdb.DuckDBPyConnection, string_keys: bool) -> None:
+    """200 ordinary users with 2–12 keys among 0..299 (popular keys first), two heavy users: user −1
+    with keys 0..HEAVY_KEYS−1, user −2 with every third of them."""
+    rng = np.random.default_rng(5)
+    users, items = [], []
+    for u in range(200):
+        mine = np.unique(np.minimum(rng.zipf(1.3, rng.integers(2, 13)), 300) - 1)
+        users += [u] * mine.size
+        items += mine.tolist()
+    users += [-1] * HEAVY_KEYS + [-2] * (HEAVY_KEYS // 3)
+    items += list(range(HEAVY_KEYS)) + list(range(0, HEAVY_KEYS, 3))
+    keys = pa.array([f"k{i}" for i in items]) if string_keys else pa.array(items, pa.int64())
+    con.register("_src", pa.table({"user_id": pa.array(users, pa.int64()), "item": keys}))
+    con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM _src")
+    con.unregister("_src")
+
+
+def _trace(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float) -> dict:
+    """One adaptive SIPS release and what it computed: per non-final round the sorted (w, ŵ) of the
+    keys with a weight and how many keys the round noised, the last round's weights by key, the keys
+    and the per-round counts."""
+    rounds: list[list[tuple[float, float]]] = []
+    noised: list[int] = []
+    last: list[tuple] = []
+    original_decide, original_release = DuckDBStages.decide, DuckDBStages.release
+
+    def decide(self, weights, plan, rule, added, round_tag=None):
+        pairs: list[tuple[float, float]] = []
+        rounds.append(pairs)
+        noised.append(0)
+
+        def spy(w, noisy):
+            pairs.extend(zip(w[~np.isnan(w)].tolist(), noisy[~np.isnan(w)].tolist(), strict=True))
+            noised[-1] += w.size
+            return rule(w, noisy)
+        return original_decide(self, weights, plan, spy, added, round_tag=round_tag)
+
+    def release(self, weights, plan):
+        last.extend(sorted(self.ctx.con.sql(weights.sql, params=weights.params).fetchall()))
+        return original_release(self, weights, plan)
+
+    patches = [mock.patch.object(DuckDBStages, "decide", decide),
+               mock.patch.object(DuckDBStages, "release", release)]
+    if not lazy:
+        patches.append(mock.patch.object(own, "lazy_rounds", lambda engine, params: None))
+    for p in patches:
+        p.start()
+    try:
+        out = duckdp.select(con, "t", algo="adaptive_sips", rho=rho, delta=1e-5, max_contributions=DELTA0,
+                            seed=seed)
+    finally:
+        for p in patches:
+            p.stop()
+    return {"rounds": [sorted(r) for r in rounds], "noised": noised, "last": last,
+            "keys": out.to_arrow().column("item").to_pylist(), "released": [r.released for r in out.rounds]}
+
+
+def _same(eager: dict, lazy: dict) -> None:
+    """Everything but the number of keys noised is identical, bit for bit; lazy noises far fewer."""
+    assert len(lazy["rounds"]) == len(eager["rounds"]) == 2
+    for got, want in zip(lazy["rounds"], eager["rounds"], strict=True):
+        assert got == want                                    # floats compared exactly
+    assert lazy["last"] == eager["last"] and lazy["last"]
+    assert lazy["keys"] == eager["keys"] and lazy["keys"]
+    assert lazy["released"] == eager["released"]
+    assert eager["noised"][0] >= HEAVY_KEYS > 2 * lazy["noised"][0]          # the heavy user's keys wait
+
+
+@pytest.mark.parametrize("seed,rho", [(1, 1.0), (2, 4.0), (3, 0.3)])
+def test_lazy_release_is_bit_identical_to_eager(con, seed, rho):
+    _table(con, string_keys=False)
+    _same(_trace(con, False, seed, rho), _trace(con, True, seed, rho))
+    assert leftovers(con) == []
+
+
+def test_second_pass_for_users_cut_short(con, monkeypatch):
+    """Candidate limit 1: every user with open pairs is cut short and goes through the second pass."""
+    _table(con, string_keys=False)
+    eager = _trace(con, False, 4, 1.0)
+    passes = []
+    original = own.noise_late
+    monkeypatch.setattr(own, "candidate_limit", lambda *args: 1)
+    monkeypatch.setattr(own, "noise_late", lambda *args: passes.append(1) or original(*args))
+    _same(eager, _trace(con, True, 4, 1.0))
+    # round 2: the first pass and the second (every key of the heavy users); round 3: none left to noise
+    assert len(passes) == 3
+
+
+def test_lazy_on_key_ids(con, monkeypatch):
+    """String keys on key ids (the unseeded path's injective UBIGINT counters), rendered with a seed's
+    randomness marked unseeded: lazy and eager agree there too."""
+    _table(con, string_keys=True)
+    init = Randomness.__init__
+
+    def unseeded(self, seed=None):
+        init(self, seed)
+        self.seeded = False
+
+    monkeypatch.setattr(Randomness, "__init__", unseeded)
+    _same(_trace(con, False, 6, 1.0), _trace(con, True, 6, 1.0))
+
+
+def test_seeded_string_keys_stay_eager(con):
+    """Digest counters rank collisions among the keys present, so seeded string keys noise every key."""
+    _table(con, string_keys=True)
+    assert _trace(con, True, 1, 1.0)["noised"][0] >= HEAVY_KEYS
+
+
+def test_peek_salt_is_the_next_salt():
+    """`remaining` orders candidates with the salt the next truncation draws: peeking hands nothing out."""
+    r = Randomness(3)
+    first = r.peek_salt()
+    assert r.peek_salt() == first == r.salt() != r.peek_salt() == r.salt()
