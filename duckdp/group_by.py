@@ -30,6 +30,7 @@ from .privacy.budget import make_budget
 from .privacy.events import ZcdpEvent
 from .release import Spent
 from .rng import Randomness
+from .validation import truncation as check_truncation
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Aggregate:
     input: str
     key_names: list[str]
     rounds: list[Round] = field(default_factory=list)     # the selection's rounds (keys=<algo>)
+    truncation: str = "per_user"                          # the order users over Δ0 keep keys in
     _table: pa.Table | None = field(default=None, repr=False)
 
     def to_arrow(self) -> pa.Table:
@@ -61,7 +63,8 @@ class Aggregate:
         lines = [f"duckdp aggregate — {len(self)} keys released",
                  f"  input     : {self.input}  (keys: {', '.join(self.key_names)})",
                  f"  Δ0        : {self.plan.max_contributions} keys per user, "
-                 f"{self.plan.max_rows_per_key} row(s) per user and key",
+                 f"{self.plan.max_rows_per_key} row(s) per user and key"
+                 + (", one global key order" if self.truncation == "global" else ""),
                  f"  spent     : {self.spent}",
                  f"  randomness: {'SEEDED (reproducible; not for real releases)' if self.seeded else 'fresh'}"]
         lines += [f"  {line}" for line in self.plan.report_lines()]
@@ -162,7 +165,8 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
               rho: float | None = None, max_contributions: int | str = 100, max_rows_per_key: int = 1,
               selection_share: float | None = None, metric_shares: dict | None = None, pre_threshold: int = 1,
               confidence: float | None = None, seed: int | None = None, accountant: Accountant | None = None,
-              auto_share: float = auto_contributions.DEFAULT_SHARE, **algo_params: Any) -> Aggregate:
+              auto_share: float = auto_contributions.DEFAULT_SHARE, truncation: str = "per_user",
+              **algo_params: Any) -> Aggregate:
     """Private GROUP BY `by` of `table`: one noisy column per metric for selected or public keys, sorted by key.
 
     metrics: {name: "users" | "count" | ("sum" | "mean", column, lower, upper)}. keys: a select() algorithm
@@ -172,11 +176,14 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     any data is read. `seed` makes it reproducible (tests, demos; the result says so).
     `max_contributions="auto"`: the share `auto_share` of the call's ρ buys a private choice of Δ0
     (privacy/auto_contributions.py) before the other parts run with it; `plan` and `report()` show both.
+    `truncation`: the order every Δ0 truncation of the call (selection and metrics) keeps a user's keys in, as
+    in select(): "per_user" or "global" (spec §2, stage 2).
     """
     kind = engine_for(con)
     own = own_stages(kind.name)                          # the engine's aggregate stages; refused before any charge
     mode, algo = _mode(keys)
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
+    check_truncation(truncation)
     mech = mechanisms.get(algo) if algo is not None else None
     settings = mech.check_params(algo_params) if mech is not None else {}
     if mech is None and algo_params:
@@ -217,7 +224,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     on_plan = plan_hook(accountant, "aggregate", ZcdpEvent(plan.rho, plan.zcdp_delta))
     rounds: list[Round] = []
     with kind.open_run(con, table, user_col, by, randomness, plan=[plan], on_plan=on_plan,
-                       check_source=lambda s: _check_source(s, con, plan, own)) as stages:
+                       check_source=lambda s: _check_source(s, con, plan, own), truncation=truncation) as stages:
         source = stages.source
         if auto:                                         # Δ0 first, on its own part of ρ; then re-plan with it
             choice = auto_contributions.estimate(stages, auto_contributions.zcdp_part(plan.auto_rho, auto_share),
@@ -284,7 +291,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     out = out.combine_chunks()
     return Aggregate(items=kind.relation(con, out, list(source.key_names)), plan=plan, spent=plan.spent,
                      seeded=randomness.seeded, input=source.description, key_names=list(source.key_names),
-                     rounds=rounds, _table=out)
+                     rounds=rounds, truncation=truncation, _table=out)
 
 
 __all__ = ["Aggregate", "aggregate"]
