@@ -37,6 +37,7 @@ from .privacy.budget import Budget, EpsDelta, make_budget
 from .privacy.composition import zcdp_as_dp
 from .release import Release
 from .session import Session
+from .validation import TRUNCATIONS
 from .validation import max_contributions as check_max_contributions
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
@@ -294,6 +295,17 @@ def _run_release(args: argparse.Namespace, run: _Run,
     return EXIT_OK
 
 
+def _truncation(args: argparse.Namespace) -> dict[str, str]:
+    """--truncation when given (else the API's default for the command)."""
+    return {} if args.truncation is None else {"truncation": args.truncation}
+
+
+def _truncation_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--truncation", choices=TRUNCATIONS, default=None,
+                        help=f"order in which a user over Δ0 keeps keys: per_user (uniform per user) or global "
+                             f"(one secret key order for every user) ({default})")
+
+
 def _select(args: argparse.Namespace) -> int:
     params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
     get(args.algo)  # unknown algorithm: fail before touching the input
@@ -304,7 +316,7 @@ def _select(args: argparse.Namespace) -> int:
         call = select if session is None else (lambda c, *a, **kw: session.select(*a, **kw))
         return call(con, table, algo=args.algo, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
                     max_contributions=args.max_contributions, user_col=args.user_col, item_col=_item_col(args),
-                    seed=args.seed, **params)
+                    seed=args.seed, **_truncation(args), **params)
 
     return _run_release(args, run)
 
@@ -373,7 +385,7 @@ def _aggregate(args: argparse.Namespace) -> int:
                     metrics=metrics, keys=keys, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
                     max_contributions=args.max_contributions, max_rows_per_key=args.max_rows_per_key,
                     selection_share=args.selection_share, pre_threshold=args.pre_threshold,
-                    confidence=args.confidence, seed=args.seed, **params)
+                    confidence=args.confidence, seed=args.seed, **_truncation(args), **params)
 
     return _run_release(args, run, _aggregate_json)
 
@@ -537,6 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keys kept per user (100), or 'auto': chosen privately with 1%% of the budget")
     sel.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                      help="mechanism parameter, e.g. --param iterations=3 (repeatable)")
+    _truncation_argument(sel, "per_user")
     _output_arguments(sel)
     sel.set_defaults(func=_select)
 
@@ -570,6 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
     agg.add_argument("--pre-threshold", type=int, default=1, metavar="K", help="only keys with ≥ K users (1)")
     agg.add_argument("--confidence", type=float, help="add NAME_low/NAME_high intervals at this level, e.g. 0.95")
     agg.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="mechanism parameter")
+    _truncation_argument(agg, "per_user")
     _output_arguments(agg)
     agg.set_defaults(func=_aggregate)
 
