@@ -15,8 +15,10 @@ median relative error |noisy − true|/true of users and mean on the call's own 
 statistic (mean ± sd over seeds).
 Part 2 (select): every ../shared/data/*.parquet of (user_id, item) pairs, released keys for --algos at ρ = 0.1,
 δ = 1e-5, Δ0 ∈ {10, 100}.
+Part 3 (users): aggregate() with one users metric on the same datasets, (ε, δ) = (--epsilons, 1e-5), Δ0 ∈ --d0:
+keys released and useful keys (noisy users within 10 % of the true distinct users).
 
-    nice -n 10 python benchmarks/bench_truncation.py                       # both parts
+    nice -n 10 python benchmarks/bench_truncation.py                       # every part
     nice -n 10 python benchmarks/bench_truncation.py --part aggregate --seeds 10
     nice -n 10 python benchmarks/bench_truncation.py --part select --datasets movielens_100k --seeds 3
 """
@@ -108,6 +110,36 @@ def aggregate_part(seeds: int, epsilons: list[float], d0: int) -> None:
     con.close()
 
 
+def users_part(seeds: int, epsilons: list[float], datasets: list[str], d0s: list[int], modes: list[str]) -> None:
+    """aggregate() with one users metric on the (user_id, item) datasets: keys released and useful keys."""
+    print(f"\n## aggregate, users metric only: δ = 1e-5, seeds 0..{seeds - 1} (mean ± sd; useful = users within "
+          "10 % of the true distinct users)\n")
+    print("| dataset | ε | Δ0 | keys | per_user keys | global keys | per_user useful | global useful |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|")
+    for name in datasets:
+        con = duckdb.connect()
+        con.execute("CREATE TABLE data AS SELECT user_id, item FROM read_parquet($p)",
+                    {"p": str(DATA / f"{name}.parquet")})
+        truth = dict(con.sql("SELECT item, count(*) FROM data GROUP BY item").fetchall())    # distinct pairs
+        for eps in epsilons:
+            for d0 in d0s:
+                for keys in modes:
+                    counts: dict[str, list[int]] = {o: [] for o in ORDERS}
+                    useful: dict[str, list[int]] = {o: [] for o in ORDERS}
+                    for seed in range(seeds):
+                        for order in ORDERS:
+                            t = duckdp.aggregate(con, "data", by="item", metrics={"users": "users"}, keys=keys,
+                                                 epsilon=eps, delta=1e-5, max_contributions=d0, seed=seed,
+                                                 truncation=order).to_arrow().to_pydict()
+                            counts[order].append(len(t["item"]))
+                            useful[order].append(sum(abs(u - truth[k]) <= 0.1 * truth[k]
+                                                     for k, u in zip(t["item"], t["users"], strict=True)))
+                    print(f"| {name} | {eps:g} | {d0} | {keys} | {mean_sd(counts['per_user'])} | "
+                          f"{mean_sd(counts['global'])} | {mean_sd(useful['per_user'])} | "
+                          f"{mean_sd(useful['global'])} |", flush=True)
+        con.close()
+
+
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield
@@ -139,20 +171,23 @@ def select_part(seeds: int, datasets: list[str], algos: list[str], d0s: list[int
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", choices=["aggregate", "select", "both"], default="both")
+    ap.add_argument("--part", choices=["aggregate", "select", "users", "all"], default="all")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 4.0])
     ap.add_argument("--datasets", nargs="+", default=["movielens_100k", "movielens_latest_small",
                                                       "reddit_1pct_unigrams", "imdb_unigrams"])
     ap.add_argument("--algos", nargs="+", default=["weighted_gaussian", "dpsips", "adaptive_sips", "mad2r"])
     ap.add_argument("--d0", type=int, nargs="+", default=[10, 100])
+    ap.add_argument("--keys", nargs="+", default=["threshold", "adaptive_sips", "dpsips"], help="users part")
     args = ap.parse_args()
     print(f"# truncation order — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
           f"command: python benchmarks/bench_truncation.py {' '.join(sys.argv[1:])}\n")
-    if args.part in ("aggregate", "both"):
+    if args.part in ("aggregate", "all"):
         aggregate_part(args.seeds, args.epsilons, 10)
-    if args.part in ("select", "both"):
+    if args.part in ("select", "all"):
         select_part(args.seeds, args.datasets, args.algos, args.d0)
+    if args.part in ("users", "all"):
+        users_part(args.seeds, args.epsilons, args.datasets, args.d0, args.keys)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ the same keys; the option is validated before any budget is charged; the CLI pas
 from __future__ import annotations
 
 import math
+import shutil
 from collections import defaultdict
 from graphlib import TopologicalSorter
 
@@ -214,3 +215,27 @@ def test_cli_passes_truncation_on(tmp_path, same_keys):
     assert duckdb.sql(f"SELECT count(*) FROM '{out}'").fetchall()[0][0] > 4
     with pytest.raises(SystemExit):
         cli.main([*args, "--truncation", "sideways"])
+
+
+@pytest.fixture
+def spark_session(request):
+    """The shared local[2] SparkSession (tests/conftest.py), or a skip without pyspark or Java."""
+    pytest.importorskip("pyspark", reason="pyspark not installed (pip install 'duckdp[spark]')")
+    if shutil.which("java") is None:
+        pytest.skip("no Java runtime on PATH (Spark needs Java 17+)")
+    return request.getfixturevalue("spark")
+
+
+@pytest.mark.spark
+def test_spark_select_and_aggregate_take_global(spark_session):
+    """On Spark the option reaches the truncation of select() and aggregate() (the stage itself: the contract)."""
+    spark = spark_session
+    table = duckdb.sql("SELECT u AS user_id, k AS item FROM range(300) a(u), range(40) b(k)").to_arrow_table()
+    df = spark.createDataFrame(table)
+    kw = {"rho": 4.0, "delta": 1e-5, "max_contributions": 4, "seed": 1}
+    r = duckdp.select(spark, df, algo="dpsips", truncation="global", **kw)
+    assert r.truncation == "global" and 1 <= len(r) and all(x.released <= 4 for x in r.rounds)
+    assert duckdp.select(spark, df, algo="dpsips", **kw).rounds[0].released > 4
+    agg = duckdp.aggregate(spark, df, by="item", metrics={"n": "users"}, keys="threshold", truncation="global",
+                           **kw | {"rho": 8.0})
+    assert len(agg) == 4 and agg.truncation == "global"
