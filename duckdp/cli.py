@@ -583,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
     agg.add_argument("--pre-threshold", type=int, default=1, metavar="K", help="only keys with ≥ K users (1)")
     agg.add_argument("--confidence", type=float, help="add NAME_low/NAME_high intervals at this level, e.g. 0.95")
     agg.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="mechanism parameter")
-    _truncation_argument(agg, "per_user")
+    _truncation_argument(agg, "global")
     _output_arguments(agg)
     agg.set_defaults(func=_aggregate)
 
