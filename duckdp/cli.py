@@ -30,7 +30,7 @@ from .api import algorithms, select
 from .count_release import count_release
 from .errors import DuckDPError, InvalidParameter, SchemaError
 from .explain import explain
-from .group_by import Aggregate, aggregate
+from .group_by import DEFAULT_TRUNCATION, Aggregate, aggregate
 from .macros import macro_sql, write_macro_file
 from .mechanisms import get
 from .privacy.budget import Budget, EpsDelta, make_budget
@@ -207,6 +207,7 @@ def _release_json(release: Release, output: str) -> dict:
     return {"algo": release.algo, "citation": release.citation, "input": release.input,
             "key_columns": release.key_names, "output": output, "released": len(release),
             "max_contributions": release.max_contributions, "params": release.params,
+            "truncation": release.truncation if release.max_contributions is not None else None,
             "budget": release.budget.as_dict(), "spent": release.spent.as_dict(), "seeded": release.seeded,
             "rounds": [{"index": r.index, "budget": r.budget.as_dict(), "noise": r.noise, "sigma": r.sigma,
                         "threshold": r.threshold, "released": r.released, **r.extra_fields()} for r in release.rounds]}
@@ -295,13 +296,8 @@ def _run_release(args: argparse.Namespace, run: _Run,
     return EXIT_OK
 
 
-def _truncation(args: argparse.Namespace) -> dict[str, str]:
-    """--truncation when given (else the API's default for the command)."""
-    return {} if args.truncation is None else {"truncation": args.truncation}
-
-
 def _truncation_argument(parser: argparse.ArgumentParser, default: str) -> None:
-    parser.add_argument("--truncation", choices=TRUNCATIONS, default=None,
+    parser.add_argument("--truncation", choices=TRUNCATIONS, default=default,
                         help=f"order in which a user over Δ0 keeps keys: per_user (uniform per user) or global "
                              f"(one secret key order for every user) ({default})")
 
@@ -316,7 +312,7 @@ def _select(args: argparse.Namespace) -> int:
         call = select if session is None else (lambda c, *a, **kw: session.select(*a, **kw))
         return call(con, table, algo=args.algo, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
                     max_contributions=args.max_contributions, user_col=args.user_col, item_col=_item_col(args),
-                    seed=args.seed, **_truncation(args), **params)
+                    seed=args.seed, truncation=args.truncation, **params)
 
     return _run_release(args, run)
 
@@ -367,7 +363,7 @@ def _public_keys(value: str) -> str | pa.Table:
 def _aggregate_json(agg: Aggregate, output: str) -> dict[str, Any]:
     return {"input": agg.input, "key_columns": agg.key_names, "output": output, "released": len(agg),
             "keys": agg.plan.keys, "algo": agg.plan.algo, "spent": agg.spent.as_dict(), "seeded": agg.seeded,
-            "max_contributions": agg.plan.max_contributions,
+            "max_contributions": agg.plan.max_contributions, "truncation": agg.truncation,
             "auto_contributions": None if agg.plan.auto is None else agg.plan.auto.as_dict(),
             "plan": agg.plan.report_lines()}
 
@@ -385,7 +381,7 @@ def _aggregate(args: argparse.Namespace) -> int:
                     metrics=metrics, keys=keys, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
                     max_contributions=args.max_contributions, max_rows_per_key=args.max_rows_per_key,
                     selection_share=args.selection_share, pre_threshold=args.pre_threshold,
-                    confidence=args.confidence, seed=args.seed, **_truncation(args), **params)
+                    confidence=args.confidence, seed=args.seed, truncation=args.truncation, **params)
 
     return _run_release(args, run, _aggregate_json)
 
@@ -583,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     agg.add_argument("--pre-threshold", type=int, default=1, metavar="K", help="only keys with ≥ K users (1)")
     agg.add_argument("--confidence", type=float, help="add NAME_low/NAME_high intervals at this level, e.g. 0.95")
     agg.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="mechanism parameter")
-    _truncation_argument(agg, "global")
+    _truncation_argument(agg, DEFAULT_TRUNCATION)
     _output_arguments(agg)
     agg.set_defaults(func=_aggregate)
 

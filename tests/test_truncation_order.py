@@ -9,6 +9,7 @@ the same keys; the option is validated before any budget is charged; the CLI pas
 """
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from collections import defaultdict
@@ -215,6 +216,21 @@ def test_cli_passes_truncation_on(tmp_path, same_keys):
     assert duckdb.sql(f"SELECT count(*) FROM '{out}'").fetchall()[0][0] > 4
     with pytest.raises(SystemExit):
         cli.main([*args, "--truncation", "sideways"])
+
+
+def test_cli_json_states_the_order(tmp_path, same_keys, capsys):
+    """aggregate's default is global, select's per_user; --json says which order ran."""
+    same_keys.execute(f"COPY t TO '{tmp_path / 'in.parquet'}' (FORMAT PARQUET)")
+    common = [str(tmp_path / "in.parquet"), "--rho", "4", "--delta", "1e-5", "--max-contributions", "4", "--seed", "1",
+              "-o", str(tmp_path / "out.parquet"), "--json"]
+    runs = [["select", *common], ["aggregate", *common, "--by", "item", "--metric", "n=users", "--keys", "threshold"],
+            ["aggregate", *common, "--by", "item", "--metric", "n=users", "--keys", "threshold",
+             "--truncation", "per_user"]]
+    seen = []
+    for args in runs:
+        assert cli.main(args) == 0
+        seen.append(json.loads(capsys.readouterr().out)["truncation"])
+    assert seen == ["per_user", "global", "per_user"]
 
 
 @pytest.fixture
