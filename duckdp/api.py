@@ -19,6 +19,7 @@ from .privacy.budget import make_budget
 from .release import Release, Spent
 from .rng import Randomness
 from .validation import max_contributions as check_max_contributions
+from .validation import truncation as check_truncation
 
 if TYPE_CHECKING:
     from .engines import Connection
@@ -39,7 +40,7 @@ def select(con: Connection, table: object, *, algo: str, epsilon: float | None =
            rho: float | None = None, max_contributions: int | str = 100, user_col: str = "user_id",
            item_col: str | list[str] = "item", seed: int | None = None,
            auto_share: float = auto_contributions.DEFAULT_SHARE, accountant: Accountant | None = None,
-           **algo_params: Any) -> Release:
+           truncation: str = "per_user", **algo_params: Any) -> Release:
     """Release keys of `table` under user-level (ε, δ)-DP or δ-approximate ρ-zCDP.
 
     `table` is a table or view name, a DuckDBPyRelation, or any object DuckDB can register
@@ -50,12 +51,19 @@ def select(con: Connection, table: object, *, algo: str, epsilon: float | None =
     (duckdp/privacy/auto_contributions.py) and the rest on the mechanism; the Release reports both.
     `accountant` (privacy/accountant.py; a Session passes its own) is charged the plan's privacy
     event once the input is resolved and before any data is read; BudgetExceeded there aborts the release.
+    `truncation`: the order in which a user over Δ0 keeps keys — "per_user" (default: the Δ0 of smallest keyed
+    hash of (user, key), a uniform subset per user) or "global" (the Δ0 of smallest keyed hash of the key alone,
+    one secret order of the keys, fresh per round, for every user). Both are private for every mechanism
+    (DESIGN §3); which releases more depends on the data (benchmarks/RESULTS.md "Truncation order").
     """
     mech = mechanisms.get(algo)
     kind = engine_for(con)
     mech.check_engine(kind.name)                               # before any charge or read
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech.check_budget(budget)
+    check_truncation(truncation)
+    if truncation != "per_user" and not mech.truncates:
+        raise InvalidParameter(f"{mech.name} does not bound users to Δ0 keys; truncation={truncation!r} does not apply")
     auto = auto_contributions.is_auto(max_contributions)
     fixed: int | None = None                  # Δ0 when given (None: chosen privately, 'auto')
     if auto:
@@ -94,22 +102,24 @@ def select(con: Connection, table: object, *, algo: str, epsilon: float | None =
         final = auto_contributions.finish(choice, plan, planner)
         return final, Params(choice.max_contributions, settings), choice
 
-    with kind.open_run(con, table, user_col, item_col, randomness, plan=charged, on_plan=on_plan) as stages:
+    with kind.open_run(con, table, user_col, item_col, randomness, plan=charged, on_plan=on_plan,
+                       truncation=truncation) as stages:
         run_plan, run_params, choice = prepare(stages)
         table_out, rounds = mech.run(stages, run_plan, run_params)
         source = stages.source
-    return build_release(kind, con, mech, source, table_out, rounds, budget, run_plan, run_params, choice, randomness)
+    return build_release(kind, con, mech, source, table_out, rounds, budget, run_plan, run_params, choice, randomness,
+                         truncation)
 
 
 def build_release(kind: EngineKind, con: Connection, mech: Mechanism, source: Source | SparkSource, table_out: pa.Table,
                   rounds: list[Round], budget: Budget, run_plan: list[RoundPlan], run_params: Params,
-                  choice: AutoChoice | None, randomness: Randomness) -> Release:
+                  choice: AutoChoice | None, randomness: Randomness, truncation: str = "per_user") -> Release:
     """THE Release of a mechanism's run, on any engine (`items`: the engine's relation, listed by key)."""
     return Release(items=kind.relation(con, table_out, source.key_names), algo=mech.name, citation=mech.citation,
                    budget=budget, spent=spent_of(rounds, choice), rounds=rounds, seeded=randomness.seeded,
                    max_contributions=run_params.max_contributions, params=dict(run_params) | auto_params(choice),
                    input=source.description, key_names=list(source.key_names), caveat=mech.unproven,
-                   plan=run_plan, auto=choice, _table=table_out)
+                   plan=run_plan, auto=choice, truncation=truncation, _table=table_out)
 
 
 def spent_of(rounds: list[Round], choice: AutoChoice | None) -> Spent:

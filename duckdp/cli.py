@@ -30,13 +30,14 @@ from .api import algorithms, select
 from .count_release import count_release
 from .errors import DuckDPError, InvalidParameter, SchemaError
 from .explain import explain
-from .group_by import Aggregate, aggregate
+from .group_by import DEFAULT_TRUNCATION, Aggregate, aggregate
 from .macros import macro_sql, write_macro_file
 from .mechanisms import get
 from .privacy.budget import Budget, EpsDelta, make_budget
 from .privacy.composition import zcdp_as_dp
 from .release import Release
 from .session import Session
+from .validation import TRUNCATIONS
 from .validation import max_contributions as check_max_contributions
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
@@ -206,6 +207,7 @@ def _release_json(release: Release, output: str) -> dict:
     return {"algo": release.algo, "citation": release.citation, "input": release.input,
             "key_columns": release.key_names, "output": output, "released": len(release),
             "max_contributions": release.max_contributions, "params": release.params,
+            "truncation": release.truncation if release.max_contributions is not None else None,
             "budget": release.budget.as_dict(), "spent": release.spent.as_dict(), "seeded": release.seeded,
             "rounds": [{"index": r.index, "budget": r.budget.as_dict(), "noise": r.noise, "sigma": r.sigma,
                         "threshold": r.threshold, "released": r.released, **r.extra_fields()} for r in release.rounds]}
@@ -294,6 +296,12 @@ def _run_release(args: argparse.Namespace, run: _Run,
     return EXIT_OK
 
 
+def _truncation_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--truncation", choices=TRUNCATIONS, default=default,
+                        help=f"order in which a user over Δ0 keeps keys: per_user (uniform per user) or global "
+                             f"(one secret key order for every user) ({default})")
+
+
 def _select(args: argparse.Namespace) -> int:
     params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
     get(args.algo)  # unknown algorithm: fail before touching the input
@@ -304,7 +312,7 @@ def _select(args: argparse.Namespace) -> int:
         call = select if session is None else (lambda c, *a, **kw: session.select(*a, **kw))
         return call(con, table, algo=args.algo, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
                     max_contributions=args.max_contributions, user_col=args.user_col, item_col=_item_col(args),
-                    seed=args.seed, **params)
+                    seed=args.seed, truncation=args.truncation, **params)
 
     return _run_release(args, run)
 
@@ -355,7 +363,7 @@ def _public_keys(value: str) -> str | pa.Table:
 def _aggregate_json(agg: Aggregate, output: str) -> dict[str, Any]:
     return {"input": agg.input, "key_columns": agg.key_names, "output": output, "released": len(agg),
             "keys": agg.plan.keys, "algo": agg.plan.algo, "spent": agg.spent.as_dict(), "seeded": agg.seeded,
-            "max_contributions": agg.plan.max_contributions,
+            "max_contributions": agg.plan.max_contributions, "truncation": agg.truncation,
             "auto_contributions": None if agg.plan.auto is None else agg.plan.auto.as_dict(),
             "plan": agg.plan.report_lines()}
 
@@ -373,7 +381,8 @@ def _aggregate(args: argparse.Namespace) -> int:
                     metrics=metrics, keys=keys, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
                     max_contributions=args.max_contributions, max_rows_per_key=args.max_rows_per_key,
                     selection_share=args.selection_share, pre_threshold=args.pre_threshold,
-                    confidence=args.confidence, not_null=args.not_null or None, seed=args.seed, **params)
+                    confidence=args.confidence, not_null=args.not_null or None, seed=args.seed,
+                    truncation=args.truncation, **params)
 
     return _run_release(args, run, _aggregate_json)
 
@@ -537,6 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keys kept per user (100), or 'auto': chosen privately with 0.5%% of the budget")
     sel.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                      help="mechanism parameter, e.g. --param iterations=3 (repeatable)")
+    _truncation_argument(sel, "per_user")
     _output_arguments(sel)
     sel.set_defaults(func=_select)
 
@@ -572,6 +582,7 @@ def build_parser() -> argparse.ArgumentParser:
     agg.add_argument("--not-null", action="append", default=[], metavar="COLUMN",
                      help="declare a value column free of NULLs: its means divide by the row count (repeatable)")
     agg.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="mechanism parameter")
+    _truncation_argument(agg, DEFAULT_TRUNCATION)
     _output_arguments(agg)
     agg.set_defaults(func=_aggregate)
 

@@ -22,12 +22,14 @@ from .stages.duckdb import DuckDBStages
 def open_run(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_col: ItemCol,
              randomness: Randomness | None = None, *,
              plan: list | None = None, on_plan: Callable | None = None,
-             check_source: Callable[[Source], None] | None = None) -> Iterator[DuckDBStages]:
+             check_source: Callable[[Source], None] | None = None,
+             truncation: str = "per_user") -> Iterator[DuckDBStages]:
     """The stages of one run over `table` on `con`, closed (TEMP tables, views) however it ends.
 
     `check_source(source)` runs first on the resolved input; `on_plan(plan, input)` (Session's
     charge; `plan` the RoundPlans, or budgets) runs before any data is read; then NULL users/keys are
-    refused. A cancelled query surfaces as KeyboardInterrupt (run.raise_if_interrupted).
+    refused. `truncation` is the order of the run's Δ0 truncations (stages/duckdb.py `truncate`). A cancelled
+    query surfaces as KeyboardInterrupt (run.raise_if_interrupted).
     """
     if not isinstance(con, duckdb.DuckDBPyConnection):
         raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
@@ -40,7 +42,7 @@ def open_run(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_
         if on_plan is not None:
             on_plan(plan, source.description)
         check_nulls(con, source)
-        yield DuckDBStages(ctx)
+        yield DuckDBStages(ctx, truncation)
     except Exception as exc:
         raise_if_interrupted(exc)
         raise

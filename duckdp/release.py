@@ -67,6 +67,7 @@ class Release:
     caveat: str | None = None           # set for mechanisms run with allow_unproven=True
     plan: list = field(default_factory=list, repr=False)   # the RoundPlans the run used (for report())
     auto: AutoChoice | None = None      # the private Δ0 choice of max_contributions="auto" (its cost is in `spent`)
+    truncation: str = "per_user"        # the order users over Δ0 keep keys in (select's `truncation`)
     _table: pa.Table | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -92,7 +93,8 @@ class Release:
         lines = [f"duckdp release — {self.algo}",
                  f"  mechanism : {self.citation}",
                  f"  input     : {self.input}  (keys: {', '.join(self.key_names)})",
-                 f"  Δ0        : {self.max_contributions} keys per user"]
+                 f"  Δ0        : {self.max_contributions} keys per user"
+                 + (", one global key order" if self.truncation == "global" else "")]
         if self.auto is not None:
             lines.append(f"  auto Δ0   : {self.auto.describe()}")
         shown = {k: v for k, v in self.params.items() if k != "auto_contributions"}

@@ -77,6 +77,19 @@ def max_contributions(value: object) -> int:
     return integer("max_contributions", value, 1, MAX_CONTRIBUTIONS)
 
 
+TRUNCATIONS = ("per_user", "global")
+
+
+def truncation(value: object) -> str:
+    """The Δ0 truncation order (stages/base.py `Engine.truncate`): "per_user" — each user keeps the Δ0 keys of
+    smallest keyed hash of (user, key), a uniform subset independent across users — or "global" — each user
+    keeps the Δ0 keys of smallest keyed hash of the key alone, one secret order of the keys for every user."""
+    if not isinstance(value, str) or value not in TRUNCATIONS:
+        raise InvalidParameter(f"truncation must be one of {', '.join(repr(t) for t in TRUNCATIONS)} "
+                               f"(the order in which a user over Δ0 keeps keys), got {value!r}")
+    return value
+
+
 class Declared(Protocol):
     """A declared mechanism parameter (mechanisms.base.Param): name, default (None = derived), validator."""
 

@@ -178,6 +178,28 @@ class StageContract:
         fixed = self.kept_by_user(key_type, 1, 4)
         assert fixed == self.kept_by_user(key_type, 2, 4)
 
+    @pytest.mark.parametrize("key_type", KEY_TYPES)
+    def test_truncate_global_keeps_the_first_keys_of_one_order(self, key_type):
+        """truncation="global": every user over Δ0 keeps the Δ0 first of its keys in ONE order of the keys
+        (a secret one): the constraints "kept key before dropped key", over all users, have no cycle (the
+        overlapping 16-key users make one certain under per-user orders); users within Δ0 keep all."""
+        from graphlib import TopologicalSorter
+
+        table = input_table(key_type)
+        with self.open_stages(table, SEED) as stages:
+            stages.truncation = "global"
+            got = self.collect(stages, stages.truncate(stages.sized(stages.pairs()), 4))
+        kept: dict = defaultdict(set)
+        for u, k in zip(got.column("_dp_user").to_pylist(), got.column("_dp_k0").to_pylist(), strict=True):
+            kept[u].add(k)
+        own = {u: {k if key_type == "BIGINT" else _text(k) for k in ks} for u, ks in _SETS.items()}
+        after: dict = defaultdict(set)          # key → the keys some user kept while dropping it
+        for u, keys in own.items():
+            assert kept[u] <= keys and len(kept[u]) == min(len(keys), 4)
+            for dropped in keys - kept[u]:
+                after[dropped] |= kept[u]
+        tuple(TopologicalSorter(after).static_order())       # graphlib.CycleError: no single order
+
     # -- weights ---------------------------------------------------------------------------------------
     @pytest.mark.parametrize("key_type", KEY_TYPES)
     @pytest.mark.parametrize("exponent", [0.5, 1.0, 0.0])

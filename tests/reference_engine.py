@@ -49,6 +49,7 @@ class ReferenceEngine:
         self.keys = [f"_dp_k{i}" for i in range(len(self.key_names))]
         self.input = table.select([user_col, *self.key_names]).rename_columns(["_dp_user", *self.keys])
         self.randomness = randomness
+        self.truncation = "per_user"      # or "global": the truncation digest keys the key alone
 
     # -- helpers --------------------------------------------------------------------------------
     def _key_tuples(self, frame: pa.Table) -> list[tuple]:
@@ -75,14 +76,15 @@ class ReferenceEngine:
         return pairs.append_column("_dp_size", pa.array([size[u] for u in users], pa.int64()))
 
     def truncate(self, sized: pa.Table, max_contributions: int) -> pa.Table:
-        """Each user over Δ0 keeps the Δ0 pairs of smallest keyed digest under a fresh salt; `_dp_d` =
-        min(|W_u|, Δ0) (sql/stage_truncate.sql's contract)."""
+        """Each user over Δ0 keeps the Δ0 pairs of smallest keyed digest of (user, key), or of the key under
+        truncation="global", under a fresh salt; `_dp_d` = min(|W_u|, Δ0) (sql/stage_truncate.sql's contract)."""
         salt = self.randomness.salt().to_bytes(8, "big")
         users = sized.column("_dp_user").to_pylist()
         keys = self._key_tuples(sized)
         order: dict = defaultdict(list)
         for row, (u, k) in enumerate(zip(users, keys, strict=True)):
-            digest = hashlib.blake2b(repr((u, k)).encode(), key=salt, digest_size=8).digest()
+            hashed = k if self.truncation == "global" else (u, k)
+            digest = hashlib.blake2b(repr(hashed).encode(), key=salt, digest_size=8).digest()
             order[u].append((digest, row))
         keep = np.zeros(len(users), bool)
         for rows in order.values():

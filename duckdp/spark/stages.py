@@ -10,8 +10,9 @@ API; where a template's SQL is also Spark SQL, a stage runs the template itself 
 `spark.sql` over temp views, values bound as named markers), so the formula exists once.
 
 Truncation keeps, for each user over Δ0, the Δ0 keys of smallest `xxhash64(salt, user, keys…)`
-under a fresh salt, ties broken by the key values so that a recomputed partition keeps the same
-subset: a uniform subset, a fixed function of the user's own data and a secret. Frames a mechanism
+(truncation="global": `xxhash64(salt, keys…)`, one secret order of the keys for every user) under a
+fresh salt, ties broken by the key values so that a recomputed partition keeps the same subset: a
+fixed function of the user's own data and a secret. Frames a mechanism
 reads more than once are persisted (`store`) and unpersisted when the run closes.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pyarrow as pa
 
 from ..stages.base import Engine, NoisePlan, Rule
 from ..templates import load
+from ..validation import truncation as check_truncation
 from .noise import noised, scan_noisy
 from .source import SparkSource
 
@@ -40,10 +42,12 @@ class SparkStages(Engine):
 
     name = "spark"
 
-    def __init__(self, spark: SparkSession, source: SparkSource, randomness: Randomness):
+    def __init__(self, spark: SparkSession, source: SparkSource, randomness: Randomness,
+                 truncation: str = "per_user"):
         self.spark = spark
         self.source = source
         self.randomness = randomness
+        self.truncation = check_truncation(truncation)
         self.keys = source.keys
         self._stored: list[DataFrame] = []
         self._run_id = secrets.token_hex(6)
@@ -84,14 +88,15 @@ class SparkStages(Engine):
         return pairs.withColumn("_dp_size", F.count(F.lit(1)).over(Window.partitionBy("_dp_user")))
 
     def truncate(self, sized: DataFrame, max_contributions: int) -> DataFrame:
-        """Each user's Δ0 pairs of smallest keyed hash under a fresh salt: the carried columns plus
-        `_dp_d` = min(|W_u|, Δ0) (sql/stage_weights.sql, mad_bounded.sql, mad2r_bounded.sql)."""
+        """Each user's Δ0 pairs of smallest keyed hash of (user, key), or of the key under truncation="global",
+        under a fresh salt: the carried columns plus `_dp_d` = min(|W_u|, Δ0) (sql/stage_truncate_window.sql)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         salt = self.randomness.salt()
+        user = [] if self.truncation == "global" else [F.col("_dp_user")]
         order = Window.partitionBy("_dp_user").orderBy(
-            F.xxhash64(F.lit(salt), F.col("_dp_user"), *[F.col(k) for k in self.keys]), *self.keys)
+            F.xxhash64(F.lit(salt), *user, *[F.col(k) for k in self.keys]), *self.keys)
         carried = [c for c in sized.columns if c != "_dp_size"]
         return (sized.withColumn("_dp_rank", F.row_number().over(order))
                 .where(F.col("_dp_rank") <= max_contributions)

@@ -24,8 +24,10 @@ Generic stages (every mechanism composes these; signatures in `duckdp/stages/bas
   sized(pairs)                 attach |W_u|
   truncate(sized, Δ0)          each user keeps min(|W_u|, Δ0) keys: the Δ0 of smallest keyed hash of
                                (user, key) under a FRESH per-call salt (a uniform subset, fixed given
-                               the salt); users within Δ0 keep all. Engines may run it in user-hash
-                               partitions to bound memory; the kept set must not depend on that.
+                               the salt) — or, with the run's truncation="global", of the key alone
+                               (one secret order of the keys for every user); users within Δ0 keep
+                               all. Engines may run it in user-hash partitions to bound memory; the
+                               kept set must not depend on that.
   contribution_histogram(pairs, edges)  exact users per bucket edges[b] ≤ |W_u| < edges[b+1] (the last
                                open-ended), as (bucket, users) rows: the input of the private Δ0
                                choice (duckdp/privacy/auto_contributions.py), which noises it

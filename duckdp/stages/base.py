@@ -40,6 +40,7 @@ class Engine(ABC):
     name: str          # the engine's registry name ("duckdb", "spark"): picks a mechanism's own stages
     source: Any        # the resolved input (`key_names`, `description`, `keys` = internal key columns)
     randomness: Randomness   # the run's keyed randomness (salts, noise), for numpy steps of a mechanism
+    truncation: str    # the order `truncate` keeps keys in: "per_user" or "global" (validation.truncation)
 
     # -- shared stages ----------------------------------------------------------------------
     @abstractmethod
@@ -62,7 +63,8 @@ class Engine(ABC):
 
     @abstractmethod
     def truncate(self, sized: Frame, max_contributions: int) -> Frame:
-        """Each user's Δ0 pairs of smallest keyed hash (fresh salt), carried columns plus `_dp_d`."""
+        """Each user's Δ0 pairs of smallest keyed hash (fresh salt) of (user, key), or of the key alone under
+        truncation="global"; carried columns plus `_dp_d`."""
 
     @abstractmethod
     def contribution_histogram(self, pairs: Frame, edges: list[int]) -> list[tuple[int, int]]:

@@ -24,6 +24,7 @@ from ..counters import counter_sql, hashable, key_id_sql
 from ..noise_stage import release_keys, scan_noisy
 from ..run import RunContext
 from ..source import Source
+from ..validation import truncation as check_truncation
 from . import Query
 from .base import Engine, NoisePlan, Rule
 
@@ -62,9 +63,10 @@ class DuckDBStages(Engine):
 
     name = "duckdb"
 
-    def __init__(self, ctx: RunContext):
+    def __init__(self, ctx: RunContext, truncation: str = "per_user"):
         self.ctx = ctx        # DuckDB-only: a mechanism's own DuckDB stages (its folder's duckdb.py) use it
         self.randomness = ctx.randomness
+        self.truncation = check_truncation(truncation)
         self._passes: int | None = None
         self._tables: dict[str, str] = {}     # SQL of a stored frame → its TEMP table name
 
@@ -155,14 +157,16 @@ class DuckDBStages(Engine):
         return self.query("stage_sized", {"pairs": pairs.sql, "user_aggregates": user_aggregates}, pairs.params)
 
     def truncate(self, sized: Query, max_contributions: int) -> Query:
-        """One query when the input fits; else the same rows built in user-hash passes into a TEMP table."""
+        """One query when the input fits; else the same rows built in user-hash passes into a TEMP table.
+        The order hashes (user, key), or the key alone under truncation="global" (stage_truncate_window.sql)."""
         params = {"max_contributions": max_contributions, "trunc_salt": self.ctx.randomness.salt()}
         keys = self.ctx.pair_keys     # on key ids the hash of the key columns: a fixed function of the pair
+        hashed = keys if self.truncation == "global" else f"_dp_user, {keys}"
         passes = self.truncation_passes()
         stored = sized.sql in self._tables
         if passes == 1:
             name = self.table_name(sized) if stored else "sized"
-            window = self.query("stage_truncate_window", {"sized": name, "keys": keys}, params)
+            window = self.query("stage_truncate_window", {"sized": name, "hashed": hashed}, params)
             body = self.query("stage_truncate", {"sized": name, "window": window.sql}, window.params)
             if stored:
                 return body
@@ -172,7 +176,7 @@ class DuckDBStages(Engine):
         kept = self.ctx.temp_table("kept")
         self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": table},
                          {"max_contributions": max_contributions})
-        window = self.query("stage_truncate_window", {"sized": "part", "keys": keys}, params)
+        window = self.query("stage_truncate_window", {"sized": "part", "hashed": hashed}, params)
         for part in range(passes):
             self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "window": window.sql},
                              window.params | {"nparts": passes, "part": part})

@@ -6,10 +6,11 @@ Each mechanism (and count release) runs seeded on DuckDB over a fixed 8-user tab
 `Template.render` call is recorded, and `<case>/<template>.sql` lists that template's renderings in
 call order with the values they bind. Run ids (hence TEMP table and view names) are fixed to
 `000000000000` by patching `secrets.token_hex` here only; production keeps its random ids. Extra
-cases: string keys (digest counters, sql/noise_weights.sql + noise_scan_ranked.sql) and truncation
-in two user-hash passes (stage_truncate_light.sql + stage_truncate_pass.sql), and string keys on key ids
-(multi-round mechanisms' unseeded path, stage_key_ids.sql, stage_pairs_ids.sql, stage_output_ids.sql:
-rendered with the seed's salts, the randomness marked unseeded).
+cases: string keys (digest counters, sql/noise_weights.sql + noise_scan_ranked.sql), truncation
+in two user-hash passes (stage_truncate_light.sql + stage_truncate_pass.sql), truncation="global"
+(DP-SIPS: the order hashes the key alone), and string keys on key ids (multi-round mechanisms'
+unseeded path, stage_key_ids.sql, stage_pairs_ids.sql, stage_output_ids.sql: rendered with the
+seed's salts, the randomness marked unseeded).
 tests/test_golden_sql.py renders the same and compares, so a template edit shows in review as a diff here.
 """
 from __future__ import annotations
@@ -83,6 +84,9 @@ def cases() -> dict[str, tuple[bool, Callable[[duckdb.DuckDBPyConnection, str], 
                                                                           kbar=4, seed=SEED))
     out["weighted_gaussian+string_keys"] = (True, out["weighted_gaussian"][1])
     out["weighted_gaussian+passes"] = (False, out["weighted_gaussian"][1])
+    out["dpsips+global"] = (False, lambda con, table: duckdp.select(con, table, algo="dpsips", epsilon=1.0, delta=1e-5,
+                                                                     max_contributions=2, seed=SEED,
+                                                                     truncation="global"))
     for algo in ("dpsips", "mad2r", "adaptive_sips"):
         out[f"{algo}+key_ids"] = (True, out[algo][1])
     return out

@@ -1,0 +1,23 @@
+-- rendering 1 of 3; binds none
+WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
+  SELECT p.* FROM (SELECT * FROM "_duckdp_000000000000_pairs0") AS p ANTI JOIN (SELECT * FROM "_duckdp_000000000000_released1") AS r ON p._dp_k0 IS NOT DISTINCT FROM r._dp_k0
+), sizes AS (        -- each user's distinct-key count |W_u|
+  SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
+)
+SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user)
+
+-- rendering 2 of 3; binds none
+WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
+  SELECT p.* FROM (SELECT * FROM "_duckdp_000000000000_pairs0") AS p ANTI JOIN (SELECT * FROM "_duckdp_000000000000_released1") AS r ON p._dp_k0 IS NOT DISTINCT FROM r._dp_k0
+), sizes AS (        -- each user's distinct-key count |W_u|
+  SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
+)
+SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user)
+
+-- rendering 3 of 3; binds none
+WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
+  SELECT p.* FROM (SELECT * FROM "_duckdp_000000000000_pairs0") AS p ANTI JOIN (SELECT * FROM "_duckdp_000000000000_released1") AS r ON p._dp_k0 IS NOT DISTINCT FROM r._dp_k0
+), sizes AS (        -- each user's distinct-key count |W_u|
+  SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
+)
+SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user)
