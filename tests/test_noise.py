@@ -10,7 +10,7 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import gumbel_r, kstest, laplace, norm
 
 import duckdp
-from duckdp import noise_stage
+from duckdp import noise_stage, prf
 from duckdp.errors import InvalidParameter
 from duckdp.prf import KINDS, PRFKey, _aes, noise, standard, uniform_from_words
 from duckdp.rng import Randomness
@@ -27,6 +27,35 @@ def test_aes_known_answer():
     """FIPS-197 Appendix C.1 (AES-128)."""
     key = bytes.fromhex("000102030405060708090a0b0c0d0e0f")
     assert _aes(key, bytes.fromhex("00112233445566778899aabbccddeeff")).hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 4097])
+def test_words_are_the_first_half_of_each_aes_block(n):
+    """`words` (AES into a preallocated buffer) = the first 8 bytes, big-endian, of AES_K(hi ‖ lo)
+    block by block: FIPS-197 C.1 as the first counter, then random ones (both signs)."""
+    key = PRFKey(bytes.fromhex("000102030405060708090a0b0c0d0e0f"))
+    rng = np.random.default_rng(n)
+    hi, lo = rng.integers(-2**63, 2**63, n), rng.integers(-2**63, 2**63, n)
+    if n:
+        hi[0], lo[0] = 0x0011223344556677, np.uint64(0x8899AABBCCDDEEFF).astype(np.int64)
+    ref = [int.from_bytes(_aes(key.key, (int(h) % 2**64).to_bytes(8, "big") + (int(v) % 2**64).to_bytes(8, "big"))[:8],
+                          "big") for h, v in zip(hi, lo, strict=True)]
+    words = key.words(hi, lo)
+    assert words.dtype == np.uint64 and words.tolist() == ref
+    if n:
+        assert f"{int(words[0]):016x}" == "69c4e0d86a7b0430"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_noise_in_steps_is_the_definition(kind):
+    """`noise` draws in steps of prf._STEP counters with u and Φ⁻¹(u) in place: the same values as the
+    definition standard(kind, uniform_from_words(words of K[nois, t, 0])), across step boundaries."""
+    n = 2 * prf._STEP + 3
+    rng = np.random.default_rng(7)
+    hi, lo = rng.integers(-2**63, 2**63, n), rng.integers(-2**63, 2**63, n)
+    key = PRFKey.from_seed(3)
+    ref = standard(kind, uniform_from_words(key.derive(b"nois", 2).words(hi, lo)))
+    assert np.array_equal(noise(kind, key, 2, hi, lo, threads=1), ref)
 
 
 def test_noise_is_a_function_of_key_round_and_counter_only():
