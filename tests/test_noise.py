@@ -11,8 +11,9 @@ from scipy.stats import gumbel_r, kstest, laplace, norm
 
 import duckdp
 from duckdp import noise_stage, prf
+from duckdp.counters import counter_arrays, counter_sql
 from duckdp.errors import InvalidParameter
-from duckdp.prf import KINDS, PRFKey, _aes, noise, standard, uniform_from_words
+from duckdp.prf import KINDS, PRFKey, _aes, _u64, noise, standard, uniform_from_words
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
@@ -235,6 +236,43 @@ def test_unseeded_string_keys_count_positions(con, monkeypatch, fixed_fresh_keys
     assert not hi.any() and sorted(lo.tolist()) == list(range(97))
     assert keys.num_rows == 97 and len(np.unique(z)) == 97
     assert leftovers(con) == []
+
+
+_NUMPY_INT = {"TINYINT": np.int8, "SMALLINT": np.int16, "INTEGER": np.int32, "BIGINT": np.int64,
+              "UTINYINT": np.uint8, "USMALLINT": np.uint16, "UINTEGER": np.uint32, "UBIGINT": np.uint64}
+
+
+@pytest.mark.parametrize("kind", list(_NUMPY_INT))
+def test_integer_counters_from_the_key_column_are_the_sql_counters(con, kind):
+    """The noise stage computes integer keys' counters from the key column it streams
+    (counters.counter_arrays) instead of two more SQL columns: the same (hi, lo) as counter_sql, bit for
+    bit, at both ends of the type, around 0 and at ±2³¹ where the type has them."""
+    info = np.iinfo(_NUMPY_INT[kind])
+    values = sorted({v for v in (int(info.min), int(info.min) + 1, -(2**31), -1, 0, 1, 2**31 - 1, 2**31, int(info.max))
+                     if info.min <= v <= info.max})
+    hi_sql, lo_sql, _ = counter_sql([kind])
+    con.execute(f"CREATE TABLE t AS SELECT v::{kind} AS _dp_k0 FROM (SELECT unnest($v::HUGEINT[]) AS v)", {"v": values})
+    got = con.sql(f"SELECT _dp_k0, {hi_sql} AS hi, {lo_sql} AS lo FROM t ORDER BY _dp_k0").to_arrow_table()
+    hi, lo = counter_arrays([kind])(got.column("_dp_k0").to_numpy())
+    assert np.array_equal(_u64(hi), _u64(got.column("hi").to_numpy()))          # the bits noise() reads
+    assert np.array_equal(_u64(lo), _u64(got.column("lo").to_numpy()))
+
+
+def test_integer_keys_stream_no_counter_columns(con):
+    """Integer keys' counters are not computed in SQL: the noise scan selects the keys and weights only."""
+    con.execute("CREATE TABLE t AS SELECT i AS user_id, i - 5 AS item FROM range(10) r(i)")
+    seen = []
+    real = RunContext.render
+
+    def render(self, template, idents, params):
+        if template == "noise_scan":
+            seen.append(idents["counters"])
+        return real(self, template, idents, params)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(RunContext, "render", render)
+        duckdp.select(con, "t", algo="weighted_gaussian", rho=0.1, delta=1e-5, max_contributions=1, seed=1)
+    assert seen == [""]
 
 
 @pytest.mark.parametrize("seeded", [True, False], ids=["seeded", "unseeded"])
