@@ -56,6 +56,10 @@ gave (DuckDBStages.truncate), so never a function of other users' data.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 _SIGNED64 = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT"}
 _UNSIGNED64 = {"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
 _MASK = "18446744073709551615"
@@ -92,3 +96,16 @@ def counter_sql(key_types: list[str]) -> tuple[str, str, bool]:
         pieces.append(f"strlen({s})::VARCHAR, ':', {s}")
     enc = f"concat({', '.join(pieces)})"
     return f"md5_number_upper({enc})", f"md5_number_lower({enc})", True
+
+
+def counter_arrays(key_types: list[str]) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None:
+    """For one integer key column of at most 64 bits, the function from its values (as numpy gives
+    them) to (hi, lo): the numbers `counter_sql` computes, bit for bit, without two more columns
+    through Arrow (the noise stage computes them per batch). None for every other key."""
+    if len(key_types) == 1:
+        t = key_types[0].upper()
+        if t in _SIGNED64:    # as counter_sql: hi = −1 for negative keys (sign extension), lo = the key
+            return lambda k: (-(k < 0).astype(np.int64), k.astype(np.int64))
+        if t in _UNSIGNED64:
+            return lambda k: (np.zeros(k.size, np.uint64), k.astype(np.uint64))
+    return None

@@ -18,7 +18,8 @@ thread pool sized to DuckDB's `threads`, and only the rows `choose` keeps (the r
 held. Memory stays bounded by the batches in flight plus the output at any input size.
 
 Counters (duckdp/counters.py): integer keys, and key ids (unseeded multi-round mechanisms run on
-them: DuckDBStages.round_pairs), are their own injective counters and go straight from the query.
+them: DuckDBStages.round_pairs), are their own injective counters, computed from the key column
+per batch (counters.counter_arrays; HUGEINT keys: in the query).
 Other keys (strings, composite keys, …) take one of two paths:
 - unseeded (every private release): the counter is the key's position in this round's stream,
   (0, offset of its batch + row in batch), handed out in the order batches arrive. Each key occurs
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from .counters import counter_sql
+from .counters import counter_arrays, counter_sql
 from .prf import noise
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: st
     to draw more of the same round's noise later; by default a fresh one."""
     hi, lo, may_collide = counter_sql(ctx.key_types)
     positional = may_collide and not ctx.randomness.seeded   # stream positions (module docstring): no SQL
+    from_key = counter_arrays(ctx.key_types)                 # integer keys and ids: computed from the key column
     nkeys = ctx.key_count
     if round_tag is None:
         round_tag = ctx.randomness.next_round()
@@ -96,7 +98,7 @@ def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: st
         text, bound = ctx.render("noise_scan_ranked", {"table": table, "keys": ctx.key_aliases,
                                                        "key_output": key_output}, {})
     else:
-        counters = "" if positional else f", {hi} AS _dp_chi, {lo} AS _dp_clo"
+        counters = "" if positional or from_key else f", {hi} AS _dp_chi, {lo} AS _dp_clo"
         text, bound = ctx.render("noise_scan", {"weighted": weights_sql, "key_output": key_output,
                                                 "counters": counters}, weights_params)
     threads = duckdb_threads(ctx)
@@ -108,11 +110,15 @@ def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: st
             hi_col = np.zeros(batch.num_rows, np.uint64)
             lo_col = np.arange(offset, offset + batch.num_rows, dtype=np.uint64)
             ranks = None
+        elif from_key:
+            hi_col, lo_col = from_key(batch.column(0).to_numpy())    # keys are never NULL (source.check_nulls)
+            ranks = None
         else:
             hi_col, lo_col = _column(batch, nkeys + 1, np.int64), _column(batch, nkeys + 2, np.int64)
             ranks = _column(batch, nkeys + 3, np.int64) if may_collide else None
-        z = noise(kind, key, round_tag, hi_col, lo_col, ranks, threads=1)
-        noisy = np.where(np.isnan(w), 0.0, w) + scale * z
+        noisy = noise(kind, key, round_tag, hi_col, lo_col, ranks, threads=1)    # a new array: scaled in place
+        noisy *= scale
+        noisy += np.where(np.isnan(w), 0.0, w) if batch.column(nkeys).null_count else w   # weight (0 if NULL) + scale·z
         mask, extra = choose(w, noisy)
         keep = pa.array(mask, pa.bool_())
         cols = [batch.column(i).filter(keep) for i in range(nkeys)]

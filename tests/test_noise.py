@@ -10,9 +10,10 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import gumbel_r, kstest, laplace, norm
 
 import duckdp
-from duckdp import noise_stage
+from duckdp import noise_stage, prf
+from duckdp.counters import counter_arrays, counter_sql
 from duckdp.errors import InvalidParameter
-from duckdp.prf import KINDS, PRFKey, _aes, noise, standard, uniform_from_words
+from duckdp.prf import KINDS, PRFKey, _aes, _u64, noise, standard, uniform_from_words
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
 from duckdp.source import resolve
@@ -27,6 +28,35 @@ def test_aes_known_answer():
     """FIPS-197 Appendix C.1 (AES-128)."""
     key = bytes.fromhex("000102030405060708090a0b0c0d0e0f")
     assert _aes(key, bytes.fromhex("00112233445566778899aabbccddeeff")).hex() == "69c4e0d86a7b0430d8cdb78070b4c55a"
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 4097])
+def test_words_are_the_first_half_of_each_aes_block(n):
+    """`words` (AES into a preallocated buffer) = the first 8 bytes, big-endian, of AES_K(hi ‖ lo)
+    block by block: FIPS-197 C.1 as the first counter, then random ones (both signs)."""
+    key = PRFKey(bytes.fromhex("000102030405060708090a0b0c0d0e0f"))
+    rng = np.random.default_rng(n)
+    hi, lo = rng.integers(-2**63, 2**63, n), rng.integers(-2**63, 2**63, n)
+    if n:
+        hi[0], lo[0] = 0x0011223344556677, np.uint64(0x8899AABBCCDDEEFF).astype(np.int64)
+    ref = [int.from_bytes(_aes(key.key, (int(h) % 2**64).to_bytes(8, "big") + (int(v) % 2**64).to_bytes(8, "big"))[:8],
+                          "big") for h, v in zip(hi, lo, strict=True)]
+    words = key.words(hi, lo)
+    assert words.dtype == np.uint64 and words.tolist() == ref
+    if n:
+        assert f"{int(words[0]):016x}" == "69c4e0d86a7b0430"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_noise_in_steps_is_the_definition(kind):
+    """`noise` draws in steps of prf._STEP counters with u and Φ⁻¹(u) in place: the same values as the
+    definition standard(kind, uniform_from_words(words of K[nois, t, 0])), across step boundaries."""
+    n = 2 * prf._STEP + 3
+    rng = np.random.default_rng(7)
+    hi, lo = rng.integers(-2**63, 2**63, n), rng.integers(-2**63, 2**63, n)
+    key = PRFKey.from_seed(3)
+    ref = standard(kind, uniform_from_words(key.derive(b"nois", 2).words(hi, lo)))
+    assert np.array_equal(noise(kind, key, 2, hi, lo, threads=1), ref)
 
 
 def test_noise_is_a_function_of_key_round_and_counter_only():
@@ -206,6 +236,43 @@ def test_unseeded_string_keys_count_positions(con, monkeypatch, fixed_fresh_keys
     assert not hi.any() and sorted(lo.tolist()) == list(range(97))
     assert keys.num_rows == 97 and len(np.unique(z)) == 97
     assert leftovers(con) == []
+
+
+_NUMPY_INT = {"TINYINT": np.int8, "SMALLINT": np.int16, "INTEGER": np.int32, "BIGINT": np.int64,
+              "UTINYINT": np.uint8, "USMALLINT": np.uint16, "UINTEGER": np.uint32, "UBIGINT": np.uint64}
+
+
+@pytest.mark.parametrize("kind", list(_NUMPY_INT))
+def test_integer_counters_from_the_key_column_are_the_sql_counters(con, kind):
+    """The noise stage computes integer keys' counters from the key column it streams
+    (counters.counter_arrays) instead of two more SQL columns: the same (hi, lo) as counter_sql, bit for
+    bit, at both ends of the type, around 0 and at ±2³¹ where the type has them."""
+    info = np.iinfo(_NUMPY_INT[kind])
+    values = sorted({v for v in (int(info.min), int(info.min) + 1, -(2**31), -1, 0, 1, 2**31 - 1, 2**31, int(info.max))
+                     if info.min <= v <= info.max})
+    hi_sql, lo_sql, _ = counter_sql([kind])
+    con.execute(f"CREATE TABLE t AS SELECT v::{kind} AS _dp_k0 FROM (SELECT unnest($v::HUGEINT[]) AS v)", {"v": values})
+    got = con.sql(f"SELECT _dp_k0, {hi_sql} AS hi, {lo_sql} AS lo FROM t ORDER BY _dp_k0").to_arrow_table()
+    hi, lo = counter_arrays([kind])(got.column("_dp_k0").to_numpy())
+    assert np.array_equal(_u64(hi), _u64(got.column("hi").to_numpy()))          # the bits noise() reads
+    assert np.array_equal(_u64(lo), _u64(got.column("lo").to_numpy()))
+
+
+def test_integer_keys_stream_no_counter_columns(con):
+    """Integer keys' counters are not computed in SQL: the noise scan selects the keys and weights only."""
+    con.execute("CREATE TABLE t AS SELECT i AS user_id, i - 5 AS item FROM range(10) r(i)")
+    seen = []
+    real = RunContext.render
+
+    def render(self, template, idents, params):
+        if template == "noise_scan":
+            seen.append(idents["counters"])
+        return real(self, template, idents, params)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(RunContext, "render", render)
+        duckdp.select(con, "t", algo="weighted_gaussian", rho=0.1, delta=1e-5, max_contributions=1, seed=1)
+    assert seen == [""]
 
 
 @pytest.mark.parametrize("seeded", [True, False], ids=["seeded", "unseeded"])

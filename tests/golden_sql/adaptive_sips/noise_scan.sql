@@ -1,5 +1,5 @@
 -- rendering 1 of 3; binds $cap=1.0, $max_contributions=2, $trunc_salt=4041988694836402461
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH vectors AS (    -- x_ui per kept pair (sql/adaptive_sips_vectors.sql)
   WITH kept AS (       -- R̃_u with each key's level and d (stage_truncate.sql)
   WITH sized AS (
@@ -37,7 +37,7 @@ FROM scaled
 SELECT _dp_k0, sum(_dp_x) AS _dp_w FROM vectors GROUP BY _dp_k0)
 
 -- rendering 2 of 3; binds $cap=2.0, $max_contributions=2, $trunc_salt=4495534904771661033
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH in_play AS (    -- the keys of ∪_u R_u, once (adaptive_sips_in_play_first.sql / adaptive_sips_in_play.sql)
   SELECT _dp_k0 FROM "_duckdp_000000000000_state2" WHERE _dp_level > 0
 ), weighted AS (     -- w_i over ∪R̃_u (sql/adaptive_sips_weights.sql)
@@ -80,7 +80,7 @@ SELECT _dp_k0, sum(_dp_x) AS _dp_w FROM vectors GROUP BY _dp_k0
 SELECT _dp_k0, _dp_w FROM in_play LEFT JOIN weighted USING (_dp_k0))
 
 -- rendering 3 of 3; binds $cap=2.0, $max_contributions=2, $trunc_salt=4427371557954821508
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH vectors AS (    -- x_ui per kept pair (sql/adaptive_sips_vectors.sql)
   WITH kept AS (       -- R̃_u with each key's level and d (stage_truncate.sql)
   WITH sized AS (

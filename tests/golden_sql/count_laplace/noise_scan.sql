@@ -1,5 +1,5 @@
 -- rendering 1 of 1; binds $exponent=0.0, $max_contributions=2, $trunc_salt=4041988694836402461
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH kept AS (       -- kept (user, key) pairs with d (stage_truncate.sql)
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns

@@ -1,5 +1,5 @@
 -- rendering 1 of 3; binds $exponent=0.5, $max_contributions=2, $trunc_salt=4041988694836402461
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH kept AS (       -- kept (user, key) pairs with d (stage_truncate.sql)
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
@@ -18,7 +18,7 @@ QUALIFY row_number() OVER (PARTITION BY _dp_user
 SELECT _dp_k0, sum(pow(_dp_d, -$exponent)) AS _dp_w FROM kept GROUP BY _dp_k0)
 
 -- rendering 2 of 3; binds $exponent=0.5, $max_contributions=2, $trunc_salt=4495534904771661033
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH kept AS (       -- kept (user, key) pairs with d (stage_truncate.sql)
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
@@ -37,7 +37,7 @@ QUALIFY row_number() OVER (PARTITION BY _dp_user
 SELECT _dp_k0, sum(pow(_dp_d, -$exponent)) AS _dp_w FROM kept GROUP BY _dp_k0)
 
 -- rendering 3 of 3; binds $exponent=0.5, $max_contributions=2, $trunc_salt=4427371557954821508
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH kept AS (       -- kept (user, key) pairs with d (stage_truncate.sql)
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns

@@ -1,5 +1,5 @@
 -- rendering 1 of 1; binds $max_degree=2, $min_degree=2, $reroute=0.45710678118654746, $tau=30.089806464008795
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
   SELECT _dp_k0, sum(_dp_uw / sqrt(_dp_d)) AS _dp_init
   FROM "_duckdp_000000000000_vectors1" WHERE _dp_d BETWEEN $min_degree AND $max_degree GROUP BY _dp_k0

@@ -1,5 +1,5 @@
 -- rendering 1 of 2; binds $max_contributions=2, $max_degree=2, $min_degree=2, $reroute=0.45710678118654746, $tau=99.29215355508413
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH weighted AS (   -- round-1 MAD weights (sql/mad_weights.sql), keys of ∪S̃_u only
   WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
   SELECT _dp_k0, sum(_dp_uw / sqrt(_dp_d)) AS _dp_init
@@ -24,7 +24,7 @@ GROUP BY _dp_k0
 SELECT _dp_k0, _dp_w FROM weighted FULL JOIN big USING (_dp_k0))
 
 -- rendering 2 of 2; binds $max_degree=2, $min_degree=2, $reroute=0.22855339059327373, $tau=31.910910593711478
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
   SELECT _dp_k0, sum(_dp_uw / sqrt(_dp_d)) AS _dp_init
   FROM "_duckdp_000000000000_vectors24" WHERE _dp_d BETWEEN $min_degree AND $max_degree GROUP BY _dp_k0

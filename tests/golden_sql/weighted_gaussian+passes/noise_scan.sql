@@ -1,5 +1,5 @@
 -- rendering 1 of 1; binds $exponent=0.5
-SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, -(_dp_k0 < 0)::BIGINT AS _dp_chi, _dp_k0::BIGINT AS _dp_clo
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH kept AS (       -- kept (user, key) pairs with d (stage_truncate.sql)
   SELECT * FROM "_duckdp_000000000000_kept1"
 )

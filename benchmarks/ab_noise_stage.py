@@ -1,0 +1,109 @@
+"""Paired before/after of the noise-stage speed-ups of issue #21 item 1 (branch strspeed), in one process:
+`old` swaps in another checkout's `prf.noise`, SQL-computed integer counters and the GROUP BY … HAVING
+collision check; `new` is this checkout. Releases alternate old/new (old first on even repeats) with
+the raw-SQL floor once per repeat; medians of wall and CPU (user + system, all threads) and the median
+paired CPU saving. Both must give the same seeded release first.
+
+    git -C . archive <old commit> | tar -x -C /tmp/old
+    python benchmarks/ab_noise_stage.py --old /tmp/old --rows 10000000 --key-type varchar --repeat 7
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import duckdp  # noqa: E402
+from duckdp import noise_stage  # noqa: E402
+from duckdp.datasets import create_synthetic  # noqa: E402
+from duckdp.stages import duckdb as duckdb_stages  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_speed import DELTA0, FLOOR_SQL, FLOOR_THRESHOLD, KEY_TYPES  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--old", type=Path, required=True, help="checkout whose duckdp/prf.py is `old`")
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--key-type", choices=["bigint", "varchar"], default="bigint")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--algos", nargs="+", default=["weighted_gaussian", "dpsips"])
+    args = ap.parse_args(argv)
+
+    spec = importlib.util.spec_from_file_location("prf_old", args.old / "duckdp" / "prf.py")
+    assert spec and spec.loader
+    prf_old = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(prf_old)
+
+    def old_noise(kind, key, round_tag, hi, lo, ranks=None, threads=None):
+        return prf_old.noise(kind, prf_old.PRFKey(key.key, key.seeded), round_tag, hi, lo, ranks, threads)
+
+    def old_collide(ctx, dictionary):
+        return bool(ctx.scalar(f"SELECT count(*) FROM (SELECT _dp_id FROM temp.main.{dictionary} "
+                               "GROUP BY _dp_id HAVING count(*) > 1)"))
+
+    variants = {"new": (noise_stage.noise, noise_stage.counter_arrays, duckdb_stages.ids_collide),
+                "old": (old_noise, lambda key_types: None, old_collide)}
+
+    def use(name: str) -> None:
+        noise_stage.noise, noise_stage.counter_arrays, duckdb_stages.ids_collide = variants[name]
+
+    con = duckdb.connect()
+    create_synthetic(con, "synth_bigint", args.rows, seed=0)
+    keys, rebuild = KEY_TYPES[args.key_type]
+    select = (rebuild or "SELECT * FROM synth").replace("FROM synth", "FROM synth_bigint")
+    con.execute("CREATE TABLE synth AS " + select)
+    con.execute(f"SET threads = {int(args.threads)}")
+    floor_sql = FLOOR_SQL.format(keys=", ".join(keys), delta0=DELTA0)
+    floor_params = {"salt": 0x1234_5678_9ABC_DEF0, "threshold": FLOOR_THRESHOLD}
+    con.sql(floor_sql, params=floor_params).to_arrow_table()
+
+    def release(algo: str, seed: int | None = None):
+        return duckdp.select(con, "synth", algo=algo, rho=0.1, delta=1e-5, max_contributions=DELTA0,
+                             item_col="item", seed=seed)
+
+    for algo in args.algos:
+        outs = []
+        for name in ("old", "new"):
+            use(name)
+            outs.append(release(algo, seed=5).to_arrow())
+        if not outs[0].equals(outs[1]):
+            raise SystemExit(f"{algo}: old and new seeded releases differ")
+
+    def timed(fn) -> tuple[float, float]:
+        t0, w = os.times(), time.perf_counter()
+        fn()
+        t1 = os.times()
+        return time.perf_counter() - w, (t1.user + t1.system) - (t0.user + t0.system)
+
+    res: dict[str, list[tuple[float, float]]] = {"floor": []}
+    loads = []
+    for r in range(args.repeat):
+        loads.append(os.getloadavg()[0])
+        res["floor"].append(timed(lambda: con.sql(floor_sql, params=floor_params).to_arrow_table()))
+        for algo in args.algos:
+            for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                use(name)
+                res.setdefault(f"{algo}/{name}", []).append(timed(lambda algo=algo: release(algo)))
+    fw, fc = (statistics.median(x[i] for x in res["floor"]) for i in (0, 1))
+    print(f"# {args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
+          f"load average {min(loads):.1f}–{max(loads):.1f}")
+    for label, v in res.items():
+        w, c = (statistics.median(x[i] for x in v) for i in (0, 1))
+        print(f"{label:26s} wall {w:6.3f} s ({w / fw:.2f}× floor)  CPU {c:6.3f} s ({c / fc:.2f}× floor)")
+    for algo in args.algos:
+        saving = statistics.median(o[1] - n[1] for o, n in zip(res[f"{algo}/old"], res[f"{algo}/new"], strict=True))
+        print(f"{algo}: median paired CPU saving {saving:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
