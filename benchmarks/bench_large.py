@@ -13,6 +13,8 @@ duckdb_temporary_files().
     python benchmarks/bench_large.py --rows 5000000           # smoke run
     python benchmarks/bench_large.py --rows 1000000000 --memory-limit 16GB --dir /big/disk   # 1B rows
     python benchmarks/bench_large.py --aggregate --algos adaptive_sips --threads 16   # issue #20: GROUP BY
+    python benchmarks/bench_large.py --aggregate --rows 10000000 --memory-limit 300MB --threads 2 \
+        --key-type VARCHAR --db /tmp/big10m_varchar.duckdb    # build once, reuse in later runs
 
 --aggregate adds a value column (a skewed amount in [0, 500): 500·u⁴ of a per-row hash u, one-cent grid)
 and times, after each mechanism's `select`, `duckdp.aggregate` with the same mechanism as its key
@@ -80,8 +82,8 @@ class Sampler:
         self.con.close()
 
 
-def build(con, rows: int, chunk: int, seed: int, values: bool = False) -> float:
-    """Fill table `big` chunk by chunk (with a `value` column when asked); return seconds taken."""
+def build(con, rows: int, chunk: int, seed: int, values: bool = False, key_type: str = "BIGINT") -> float:
+    """Fill table `big` chunk by chunk (with a `value` column when asked, keys as `key_type`); return seconds."""
     start, offset = time.perf_counter(), 0
     con.execute("CREATE TABLE big (user_id BIGINT, item BIGINT)")
     for i, first in enumerate(range(0, rows, chunk)):
@@ -95,6 +97,8 @@ def build(con, rows: int, chunk: int, seed: int, values: bool = False) -> float:
     if values:
         con.execute("ALTER TABLE big ADD COLUMN value DOUBLE")
         con.execute("UPDATE big SET value = round(500 * pow(hash(user_id, item, 7) / 18446744073709551616.0, 4), 2)")
+    if key_type != "BIGINT":           # the same keys as text (digest counters, string hashing)
+        con.execute(f"ALTER TABLE big ALTER COLUMN item SET DATA TYPE {key_type}")
     return time.perf_counter() - start
 
 
@@ -129,24 +133,34 @@ def main() -> None:
     ap.add_argument("--max-contributions", type=int, default=100)
     ap.add_argument("--aggregate", action="store_true",
                     help="also time duckdp.aggregate with each mechanism as its key selection (issue #20)")
+    ap.add_argument("--key-type", choices=["BIGINT", "VARCHAR"], default="BIGINT",
+                    help="type of the key column `item` (VARCHAR: the same ids as text)")
     ap.add_argument("--dir", default=None, help="where to put the database and spill files (default: a temp dir)")
+    ap.add_argument("--db", default=None,
+                    help="a database file to keep: built on the first run, its table reused by later ones (so runs "
+                         "of two checkouts can interleave on one table; --rows, --key-type, --aggregate then apply "
+                         "only to the build)")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="duckdp_large_", dir=args.dir))
     try:
-        con = duckdb.connect(str(work / "large.duckdb"))
+        reuse = args.db is not None and Path(args.db).exists()
+        con = duckdb.connect(args.db or str(work / "large.duckdb"))
         con.execute("SET memory_limit = $m", {"m": args.memory_limit})
         con.execute("SET temp_directory = $d", {"d": str(work / "spill")})
         con.execute("SET preserve_insertion_order = false")
         if args.threads:
             con.execute("SET threads = $t", {"t": args.threads})
         with Sampler(con) as s:
-            seconds = build(con, args.rows, args.chunk, seed=2024, values=args.aggregate)
+            seconds = 0.0 if reuse else build(con, args.rows, args.chunk, seed=2024, values=args.aggregate,
+                                              key_type=args.key_type)
         users = con.sql("SELECT count(DISTINCT user_id), count(DISTINCT item) FROM big").fetchall()[0]
         threads = con.sql("SELECT current_setting('threads')").fetchall()[0][0]
-        print(f"table: {args.rows:,} rows, {users[0]:,} users, {users[1]:,} items; built in {seconds:.1f} s "
+        (rows, key_type), = con.sql("SELECT count(*), typeof(any_value(item)) FROM big").fetchall()
+        print(f"table: {rows:,} rows, {users[0]:,} users, {users[1]:,} items; "
+              f"{'reused from ' + args.db if reuse else f'built in {seconds:.1f} s'} "
               f"(peak RSS {s.peak / 2**20:,.0f} MB); memory_limit={args.memory_limit}, "
-              f"threads={threads}")
+              f"threads={threads}, keys {key_type}")
         print("| algo | budget | seconds | released | peak RSS MB | peak DuckDB buffers MB | peak spill MB |")
         print("|---|---|---:|---:|---:|---:|---:|")
         for algo in args.algos:

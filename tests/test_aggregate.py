@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +23,7 @@ from duckdp.mechanisms.base import Params
 from duckdp.privacy.aggregate import Metric, plan_aggregate
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.rng import Randomness
+from duckdp.run import RunContext
 from tests.reference_aggregate import bounded_measures
 from tests.test_order import neighbours
 
@@ -120,6 +122,27 @@ def test_true_measures_match_the_reference_where_no_bound_binds(con):
         assert got[:, i].tolist() == [int(v) for v in ref[(m.metric, m.part)]], m
 
 
+@pytest.mark.parametrize("m", [1, 2])
+def test_metrics_are_one_grouped_pass_over_the_input(con, m):
+    """Stages 1–5 read the input once (issue #20's speed at scale): each (user, key) carries its sampled integers
+    through the Δ0 truncation, so the metrics' query neither reads the rows again nor joins them back on the kept
+    pairs, and with m = 1 the row sample is a min_by per pair, not a window over the rows."""
+    con.register("t", ratings(n_users=50, n_keys=5))
+    seen: list[tuple[str, str, str]] = []
+    render = RunContext.render
+
+    def spy(self, template, idents, params):
+        text, bound = render(self, template, idents, params)
+        seen.append((template, text, self.source.sql))
+        return text, bound
+
+    with mock.patch.object(RunContext, "render", spy):
+        run(con, "t", keys=["k001", "k002"], max_rows_per_key=m)
+    (text, source), = [(text, source) for name, text, source in seen if name == "agg_measures"]
+    assert text.count(source) == 1
+    assert ("PARTITION BY _dp_user, " in text) == (m > 1)        # the truncation's window partitions by user only
+
+
 def test_noise_has_the_plans_sigma(con):
     """Keys with no rows release pure noise: its spread is σ of each measure (plan, spec §4)."""
     t = ratings(n_users=5, n_keys=3)
@@ -209,9 +232,8 @@ def true_measures(con, table, plan, keys: list[str], seed: int = 0) -> np.ndarra
     """The engine's true per-key integers (before noise) for `plan` on the public key set `keys`."""
     with open_run(con, table, "user_id", "item", Randomness(seed)) as st:
         ks = stages_sql.keyset(st, pa.table({"_dp_k0": sorted(keys)}))
-        rows = stages_sql.restrict(st, plan, ks)
-        kept = stages_sql.bound_keys(st, rows, plan.max_contributions)
-        out = stages_sql.measures(st, plan, rows, kept, ks)
+        kept = stages_sql.bound_keys(st, plan, stages_sql.restrict(st, plan, ks))
+        out = stages_sql.measures(st, plan, kept, ks)
     return np.column_stack([out.column(f"_dp_m{i}").to_numpy() for i in range(len(plan.measures))])
 
 

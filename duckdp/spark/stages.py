@@ -83,13 +83,14 @@ class SparkStages(Engine):
 
         return pairs.withColumn("_dp_size", F.count(F.lit(1)).over(Window.partitionBy("_dp_user")))
 
-    def truncate(self, sized: DataFrame, max_contributions: int) -> DataFrame:
-        """Each user's Δ0 pairs of smallest keyed hash under a fresh salt: the carried columns plus
-        `_dp_d` = min(|W_u|, Δ0) (sql/stage_weights.sql, mad_bounded.sql, mad2r_bounded.sql)."""
+    def truncate(self, sized: DataFrame, max_contributions: int, salt: int | None = None) -> DataFrame:
+        """Each user's Δ0 pairs of smallest keyed hash under a fresh salt (or `salt`, drawn by the caller from
+        the run's randomness): the carried columns plus `_dp_d` = min(|W_u|, Δ0) (sql/stage_weights.sql,
+        mad_bounded.sql, mad2r_bounded.sql)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        salt = self.randomness.salt()
+        salt = self.randomness.salt() if salt is None else salt
         order = Window.partitionBy("_dp_user").orderBy(
             F.xxhash64(F.lit(salt), F.col("_dp_user"), *[F.col(k) for k in self.keys]), *self.keys)
         carried = [c for c in sized.columns if c != "_dp_size"]

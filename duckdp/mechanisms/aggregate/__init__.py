@@ -88,42 +88,52 @@ def value_columns(plan: AggregatePlan) -> list[str]:
 
 
 def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect) -> dict[str, str]:
-    """agg_measures.sql's `ranks`, `measures` and `coalesced` for `plan` (stages 3–5, spec §2–3).
+    """The holes agg_pairs.sql and agg_measures.sql leave open for `plan` (stages 3–5, spec §2–3).
 
-    Every fragment names only internal columns (`_dp_*`) and Python numbers the plan validated (bounds and
-    grid steps: `repr` of a finite float is a DOUBLE literal on both engines; integer offsets)."""
-    ranks = [f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY {dialect.keyed_hash(f'_dp_user, {keys}')})"
-             " AS _dp_r"]
+    Per (user, key) [agg_pairs.sql]: `ranks`, per value column j, the row sample's keyed order
+    `_dp_h<j>` (m = 1: the kept row is the one of least hash, `min_by`) or its row number `_dp_r<j>`
+    (m > 1), NULL values last and never counted; `pair_measures`, the pair's integers: `_dp_n` rows (all
+    pairs have one), `_dp_n<j>` kept rows with a value (a mean's count), `_dp_s<i>` Σ over the kept rows of
+    (round_half_even(clip(v)/step) − offset) for sum measure i. Per key [agg_measures.sql]: `measures`, the
+    sums of those over the key's kept pairs (distinct users = pairs; rows = Σ min(_dp_n, m)), and
+    `coalesced`, each `_dp_m<i>` (i its index in plan.measures) as a saturated BIGINT, 0 for keys without
+    pairs. Every fragment names only internal columns (`_dp_*`) and Python numbers the plan validated
+    (bounds and grid steps: `repr` of a finite float is a DOUBLE literal on both engines; integers)."""
+    m = int(plan.max_rows_per_key)
     cols = value_columns(plan)
+    ranks = []
     for j in range(len(cols)):
         order = dialect.keyed_hash(f"_dp_user, {keys}, _dp_v{j}")
-        ranks.append(f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY _dp_v{j} IS NULL, {order})"
-                     f" AS _dp_r{j}")
+        ranks.append(f"{order} AS _dp_h{j}" if m == 1 else f"row_number() OVER (PARTITION BY _dp_user, {keys} "
+                     f"ORDER BY _dp_v{j} IS NULL, {order}) AS _dp_r{j}")
     exact = dialect.exact
-    aggs, outs = [], []
-    for i, m in enumerate(plan.measures):
-        if m.tag == THRESHOLD_TAG:    # the threshold's own noisy users count (no engine measure)
+    pair, aggs, outs = ["count(*) AS _dp_n"], [], []
+    for i, ms in enumerate(plan.measures):
+        if ms.tag == THRESHOLD_TAG:    # the threshold's own noisy users count (no engine measure)
             continue
-        mt = next(x for x in plan.metrics if x.name == m.metric)
+        mt = next(x for x in plan.metrics if x.name == ms.metric)
         if mt.column is None:
-            expr = ("count(DISTINCT _dp_user)" if m.part == "users"
-                    else "count(*) FILTER (WHERE _dp_r <= _dp_max_rows)")
+            expr = "count(*)" if ms.part == "users" else f"sum(least(_dp_n, {m}))"
         else:
             j = cols.index(mt.column)
-            keep = f"_dp_r{j} <= _dp_max_rows AND _dp_v{j} IS NOT NULL"
-            if m.part == "count":       # a mean's count: rows with a value
-                expr = f"count(*) FILTER (WHERE {keep})"
+            if ms.part == "count":       # a mean's count: kept rows with a value (NULLs are ranked last)
+                counted = f"least(count(_dp_v{j}), {m}) AS _dp_n{j}"
+                if counted not in pair:
+                    pair.append(counted)
+                expr = f"sum(_dp_n{j})"
             elif mt.lower is None or mt.upper is None:
                 raise InternalError("invariant failed: a sum or mean has bounds")
             else:                       # Σ (round_half_even(clip(v)/step) − offset): exact integers
                 v = f"greatest(least(CAST(_dp_v{j} AS DOUBLE), {_lit(mt.upper)}), {_lit(mt.lower)})"
-                expr = (f"sum(CAST({dialect.round_even}({v} / {_lit(m.step)}, 0) AS {exact}) - "
-                        f"CAST({int(m.offset)} AS {exact})) FILTER (WHERE {keep})")
+                grid = (f"CAST({dialect.round_even}({v} / {_lit(ms.step)}, 0) AS {exact}) - "
+                        f"CAST({int(ms.offset)} AS {exact})")
+                pair.append(f"min_by({grid}, _dp_h{j}) FILTER (WHERE _dp_v{j} IS NOT NULL) AS _dp_s{i}" if m == 1
+                            else f"sum({grid}) FILTER (WHERE _dp_r{j} <= {m} AND _dp_v{j} IS NOT NULL) AS _dp_s{i}")
+                expr = f"sum(_dp_s{i})"
         aggs.append(f"{expr} AS _dp_m{i}")
         # saturate at ±2⁶²: 1-Lipschitz, so no sensitivity grows, and noise added in int64 cannot overflow;
         # a sum beyond BIGINT would otherwise fail the cast after the charge, an error that depends on the data
         outs.append(f"CAST(least(greatest(CAST(coalesce(_dp_m{i}, 0) AS {exact}), CAST({-SATURATE} AS {exact})), "
                     f"CAST({SATURATE} AS {exact})) AS BIGINT) AS _dp_m{i}")
-    return {"ranks": ", ".join(ranks), "measures": ", ".join(aggs) or "NULL AS _dp_none",
-            "coalesced": ", ".join(outs) or "NULL AS _dp_none"}
-
+    return {"ranks": ", ".join(ranks) or "NULL AS _dp_none", "pair_measures": ", ".join(pair),
+            "measures": ", ".join(aggs) or "NULL AS _dp_none", "coalesced": ", ".join(outs) or "NULL AS _dp_none"}
