@@ -123,6 +123,29 @@ def test_true_measures_match_the_reference_where_no_bound_binds(con):
 
 
 @pytest.mark.parametrize("m", [1, 2])
+def test_null_values_are_never_counted_or_clipped(con, m):
+    """A NULL value is dropped before the row sample (spec §2 stage 4): sums and a mean's count read only the
+    non-NULL values (no bound binds here), while rows and users count every row; a NULL is never clipped to a
+    bound (least/greatest skip NULLs, so a NULL passed to the clip would count as `upper`)."""
+    users = [1, 1, 2, 2, 3, 4, 5, 6]
+    keys = ["a", "b", "a", "b", "a", "a", "b", "b"]
+    values = [2.0, None, None, 3.0, 4.0, None, 1.0, None]
+    t = pa.table({"user_id": users, "item": keys, "rating": pa.array(values, pa.float64())})
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), {"u": "users", "n": "count", "s": ("sum", "rating", 0, 5),
+                                            "avg": ("mean", "rating", 0, 5)},
+                          max_contributions=5, max_rows_per_key=m, keys="public")
+    got = true_measures(con, t, plan, ["a", "b"])
+    for i, ms in enumerate(plan.measures):
+        if ms.part == "sum":                 # non-NULL values: a = 2 + 4, b = 3 + 1, two each
+            expect = [round(v / ms.step) - 2 * ms.offset for v in (6.0, 4.0)]
+        elif ms.metric == "avg":             # a mean's count: rows with a value
+            expect = [2, 2]
+        else:                                # users, rows: every row (one per user and key)
+            expect = [4, 4]
+        assert got[:, i].tolist() == expect, (ms.metric, ms.part)
+
+
+@pytest.mark.parametrize("m", [1, 2])
 def test_metrics_are_one_grouped_pass_over_the_input(con, m):
     """Stages 1–5 read the input once (issue #20's speed at scale): each (user, key) carries its sampled integers
     through the Δ0 truncation, so the metrics' query neither reads the rows again nor joins them back on the kept
