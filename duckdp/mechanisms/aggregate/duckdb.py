@@ -84,9 +84,10 @@ def restrict(engine: DuckDBStages, plan: AggregatePlan, keys: Query) -> Query:
 
 
 def bound_keys(engine: DuckDBStages, plan: AggregatePlan, rows: Query) -> Query:
-    """Stages 2–4: per (user, key) of `rows` its sampled, clipped integers [agg_pairs.sql], each user's ≤ Δ0
-    pairs kept by the shared keyed truncation. Its salt is drawn before the row sample's (the order every
-    release since the first used, so seeded releases stay the same)."""
+    """Stages 2–4: each (user, key) of `rows` once, with its row sample [agg_pairs.sql: m = 1 its sampled value
+    per value column, else its kept rows' counts and grid sums], each user's ≤ Δ0 pairs kept by the shared keyed
+    truncation. The truncation's salt is drawn before the row sample's, as when they were two passes, so a
+    seeded release is unchanged."""
     randomness = engine.ctx.randomness
     trunc_salt = randomness.salt()
     idents = measure_idents(plan, engine.ctx.key_aliases, DUCKDB)

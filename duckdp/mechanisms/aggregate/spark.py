@@ -74,8 +74,8 @@ def restrict(engine: SparkStages, plan: AggregatePlan, keys: DataFrame) -> DataF
 
 
 def bound_keys(engine: SparkStages, plan: AggregatePlan, rows: DataFrame) -> DataFrame:
-    """Stages 2–4: per (user, key) of `rows` its sampled, clipped integers [agg_pairs.sql], each user's ≤ Δ0
-    pairs kept by the engine's keyed truncation, its salt drawn before the row sample's (as ./duckdb.py)."""
+    """Stages 2–4: each (user, key) of `rows` once, with its row sample [agg_pairs.sql], each user's ≤ Δ0 pairs
+    kept by the engine's keyed truncation, its salt drawn before the row sample's (as ./duckdb.py)."""
     trunc_salt = engine.randomness.salt()
     idents = measure_idents(plan, ", ".join(engine.keys), SPARK)
     pairs = engine.template("agg_pairs", {"rows": rows}, {"row_salt": engine.randomness.salt()}, subqueries=("rows",),
