@@ -13,6 +13,8 @@ duckdb_temporary_files().
     python benchmarks/bench_large.py --rows 5000000           # smoke run
     python benchmarks/bench_large.py --rows 1000000000 --memory-limit 16GB --dir /big/disk   # 1B rows
     python benchmarks/bench_large.py --aggregate --algos adaptive_sips --threads 16   # issue #20: GROUP BY
+    python benchmarks/bench_large.py --aggregate --rows 10000000 --memory-limit 300MB --threads 2 \
+        --key-type VARCHAR --db /tmp/big10m_varchar.duckdb    # build once, reuse in later runs
 
 --aggregate adds a value column (a skewed amount in [0, 500): 500·u⁴ of a per-row hash u, one-cent grid)
 and times, after each mechanism's `select`, `duckdp.aggregate` with the same mechanism as its key
@@ -27,6 +29,7 @@ all keys' arrays.
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import sys
 import tempfile
@@ -80,8 +83,8 @@ class Sampler:
         self.con.close()
 
 
-def build(con, rows: int, chunk: int, seed: int, values: bool = False) -> float:
-    """Fill table `big` chunk by chunk (with a `value` column when asked); return seconds taken."""
+def build(con, rows: int, chunk: int, seed: int, values: bool = False, key_type: str = "BIGINT") -> float:
+    """Fill table `big` chunk by chunk (with a `value` column when asked, keys as `key_type`); return seconds."""
     start, offset = time.perf_counter(), 0
     con.execute("CREATE TABLE big (user_id BIGINT, item BIGINT)")
     for i, first in enumerate(range(0, rows, chunk)):
@@ -95,6 +98,8 @@ def build(con, rows: int, chunk: int, seed: int, values: bool = False) -> float:
     if values:
         con.execute("ALTER TABLE big ADD COLUMN value DOUBLE")
         con.execute("UPDATE big SET value = round(500 * pow(hash(user_id, item, 7) / 18446744073709551616.0, 4), 2)")
+    if key_type != "BIGINT":           # the same keys as text (digest counters, string hashing)
+        con.execute(f"ALTER TABLE big ALTER COLUMN item SET DATA TYPE {key_type}")
     return time.perf_counter() - start
 
 
@@ -102,20 +107,27 @@ METRICS = {"users": "users", "rows": "count", "amount": ("sum", "value", 0, 500)
            "avg_amount": ("mean", "value", 0, 500)}
 
 
-def timed(con, release) -> tuple[float, str, Sampler]:
-    """Seconds, keys released (or DuckDB's out-of-memory error) and the memory sampler of `release()`."""
+def cpu_seconds() -> float:
+    """CPU seconds this process used so far, all its threads (DuckDB's included): user + system."""
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
+
+
+def timed(con, release) -> tuple[float, float, str, Sampler]:
+    """Wall seconds, CPU seconds, keys released (or DuckDB's out-of-memory error) and the memory sampler of
+    `release()`. CPU time is the steadier measure on a shared machine, where wall time depends on the load."""
     with Sampler(con) as s:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), cpu_seconds()
         try:
             released = f"{len(release()):,}"
         except duckdb.OutOfMemoryException as exc:
             released = "OUT OF MEMORY: " + str(exc).splitlines()[0]
-        seconds = time.perf_counter() - start
-    return seconds, released, s
+        seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+    return seconds, cpu, released, s
 
 
-def row(query: str, label: str, seconds: str, released: str, s: Sampler) -> None:
-    print(f"| {query} | {label} | {seconds} | {released} | {s.peak / 2**20:,.0f} | {s.duckdb / 2**20:,.0f} | "
+def row(query: str, label: str, seconds: str, cpu: str, released: str, s: Sampler) -> None:
+    print(f"| {query} | {label} | {seconds} | {cpu} | {released} | {s.peak / 2**20:,.0f} | {s.duckdb / 2**20:,.0f} | "
           f"{s.spill / 2**20:,.0f} |", flush=True)
 
 
@@ -129,39 +141,50 @@ def main() -> None:
     ap.add_argument("--max-contributions", type=int, default=100)
     ap.add_argument("--aggregate", action="store_true",
                     help="also time duckdp.aggregate with each mechanism as its key selection (issue #20)")
+    ap.add_argument("--key-type", choices=["BIGINT", "VARCHAR"], default="BIGINT",
+                    help="type of the key column `item` (VARCHAR: the same ids as text)")
     ap.add_argument("--dir", default=None, help="where to put the database and spill files (default: a temp dir)")
+    ap.add_argument("--db", default=None,
+                    help="a database file to keep: built on the first run, its table reused by later ones (so runs "
+                         "of two checkouts can interleave on one table; --rows, --key-type, --aggregate then apply "
+                         "only to the build)")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="duckdp_large_", dir=args.dir))
     try:
-        con = duckdb.connect(str(work / "large.duckdb"))
+        reuse = args.db is not None and Path(args.db).exists()
+        con = duckdb.connect(args.db or str(work / "large.duckdb"))
         con.execute("SET memory_limit = $m", {"m": args.memory_limit})
         con.execute("SET temp_directory = $d", {"d": str(work / "spill")})
         con.execute("SET preserve_insertion_order = false")
         if args.threads:
             con.execute("SET threads = $t", {"t": args.threads})
         with Sampler(con) as s:
-            seconds = build(con, args.rows, args.chunk, seed=2024, values=args.aggregate)
+            seconds = 0.0 if reuse else build(con, args.rows, args.chunk, seed=2024, values=args.aggregate,
+                                              key_type=args.key_type)
         users = con.sql("SELECT count(DISTINCT user_id), count(DISTINCT item) FROM big").fetchall()[0]
         threads = con.sql("SELECT current_setting('threads')").fetchall()[0][0]
-        print(f"table: {args.rows:,} rows, {users[0]:,} users, {users[1]:,} items; built in {seconds:.1f} s "
+        (rows, key_type), = con.sql("SELECT count(*), typeof(any_value(item)) FROM big").fetchall()
+        print(f"table: {rows:,} rows, {users[0]:,} users, {users[1]:,} items; "
+              f"{'reused from ' + args.db if reuse else f'built in {seconds:.1f} s'} "
               f"(peak RSS {s.peak / 2**20:,.0f} MB); memory_limit={args.memory_limit}, "
-              f"threads={threads}")
-        print("| algo | budget | seconds | released | peak RSS MB | peak DuckDB buffers MB | peak spill MB |")
-        print("|---|---|---:|---:|---:|---:|---:|")
+              f"threads={threads}, keys {key_type}")
+        print("| algo | budget | seconds | CPU s | released | peak RSS MB | peak DuckDB buffers MB | peak spill MB |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|")
         for algo in args.algos:
             mech = duckdp.mechanisms.get(algo)
             budget = dict(rho=0.1, delta=1e-5) if duckdp.ZCDP in mech.budgets else dict(epsilon=1.0, delta=1e-5)
             label = ", ".join(f"{k}={v:g}" for k, v in budget.items())
-            seconds, released, s = timed(con, partial(duckdp.select, con, "big", algo=algo,
-                                                      max_contributions=args.max_contributions, seed=1, **budget))
-            row(algo, label, f"{seconds:.1f}", released, s)
+            seconds, cpu, released, s = timed(con, partial(duckdp.select, con, "big", algo=algo,
+                                                           max_contributions=args.max_contributions, seed=1,
+                                                           **budget))
+            row(algo, label, f"{seconds:.1f}", f"{cpu:.1f}", released, s)
             if args.aggregate:             # the same mechanism as the key selection of a 4-metric GROUP BY
-                agg_seconds, released, s = timed(con, partial(
+                agg_seconds, agg_cpu, released, s = timed(con, partial(
                     duckdp.aggregate, con, "big", by="item", metrics=METRICS, keys=algo,
                     max_contributions=args.max_contributions, max_rows_per_key=1, seed=1, **budget))
-                row(f"aggregate({algo}), 4 metrics", label,
-                    f"{agg_seconds:.1f} ({agg_seconds / seconds:.2f}× select)", released, s)
+                row(f"aggregate({algo}), 4 metrics", label, f"{agg_seconds:.1f} ({agg_seconds / seconds:.2f}× select)",
+                    f"{agg_cpu:.1f} ({agg_cpu / cpu:.2f}×)", released, s)
         con.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -281,8 +281,8 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
         budgeted = any(m.tag != THRESHOLD_TAG for m in plan.measures)
         if budgeted:
             rows = own.restrict(stages, plan, keyset)
-            kept = own.bound_keys(stages, rows, plan.max_contributions)
-            true = own.measures(stages, plan, rows, kept, keyset)
+            kept = own.bound_keys(stages, plan, rows)          # one pass over the rows: pairs carry their sums
+            true = own.measures(stages, plan, kept, keyset)
         else:                                            # keys="threshold" with only users metrics
             true = counts.filter(pa.array(keep))
         # the threshold's noisy users must align with the measures' keys (same keys, same sorted order)

@@ -75,16 +75,17 @@ class ReferenceEngine:
             size[u] += 1
         return pairs.append_column("_dp_size", pa.array([size[u] for u in users], pa.int64()))
 
-    def truncate(self, sized: pa.Table, max_contributions: int) -> pa.Table:
+    def truncate(self, sized: pa.Table, max_contributions: int, salt: int | None = None) -> pa.Table:
         """Each user over Δ0 keeps the Δ0 pairs of smallest keyed digest of (user, key), or of the key under
-        truncation="global", under a fresh salt; `_dp_d` = min(|W_u|, Δ0) (sql/stage_truncate.sql's contract)."""
-        salt = self.randomness.salt().to_bytes(8, "big")
+        truncation="global", under a fresh salt (or `salt`); `_dp_d` = min(|W_u|, Δ0) (sql/stage_truncate.sql's
+        contract)."""
+        key = (self.randomness.salt() if salt is None else salt).to_bytes(8, "big")
         users = sized.column("_dp_user").to_pylist()
         keys = self._key_tuples(sized)
         order: dict = defaultdict(list)
         for row, (u, k) in enumerate(zip(users, keys, strict=True)):
             hashed = k if self.truncation == "global" else (u, k)
-            digest = hashlib.blake2b(repr(hashed).encode(), key=salt, digest_size=8).digest()
+            digest = hashlib.blake2b(repr(hashed).encode(), key=key, digest_size=8).digest()
             order[u].append((digest, row))
         keep = np.zeros(len(users), bool)
         for rows in order.values():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +23,7 @@ from duckdp.mechanisms.base import Params
 from duckdp.privacy.aggregate import Metric, plan_aggregate
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.rng import Randomness
+from duckdp.run import RunContext
 from tests.reference_aggregate import bounded_measures
 from tests.test_order import neighbours
 
@@ -120,6 +122,50 @@ def test_true_measures_match_the_reference_where_no_bound_binds(con):
         assert got[:, i].tolist() == [int(v) for v in ref[(m.metric, m.part)]], m
 
 
+@pytest.mark.parametrize("m", [1, 2])
+def test_null_values_are_never_counted_or_clipped(con, m):
+    """A NULL value is dropped before the row sample (spec §2 stage 4): sums and a mean's count read only the
+    non-NULL values (no bound binds here), while rows and users count every row; a NULL is never clipped to a
+    bound (least/greatest skip NULLs, so a NULL passed to the clip would count as `upper`)."""
+    users = [1, 1, 2, 2, 3, 4, 5, 6]
+    keys = ["a", "b", "a", "b", "a", "a", "b", "b"]
+    values = [2.0, None, None, 3.0, 4.0, None, 1.0, None]
+    t = pa.table({"user_id": users, "item": keys, "rating": pa.array(values, pa.float64())})
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), {"u": "users", "n": "count", "s": ("sum", "rating", 0, 5),
+                                            "avg": ("mean", "rating", 0, 5)},
+                          max_contributions=5, max_rows_per_key=m, keys="public")
+    got = true_measures(con, t, plan, ["a", "b"])
+    for i, ms in enumerate(plan.measures):
+        if ms.part == "sum":                 # non-NULL values: a = 2 + 4, b = 3 + 1, two each
+            expect = [round(v / ms.step) - 2 * ms.offset for v in (6.0, 4.0)]
+        elif ms.metric == "avg":             # a mean's count: rows with a value
+            expect = [2, 2]
+        else:                                # users, rows: every row (one per user and key)
+            expect = [4, 4]
+        assert got[:, i].tolist() == expect, (ms.metric, ms.part)
+
+
+@pytest.mark.parametrize("m", [1, 2])
+def test_metrics_are_one_grouped_pass_over_the_input(con, m):
+    """Stages 1–5 read the input once (issue #20's speed at scale): each (user, key) carries its sampled integers
+    through the Δ0 truncation, so the metrics' query neither reads the rows again nor joins them back on the kept
+    pairs, and with m = 1 the row sample is a min_by per pair, not a window over the rows."""
+    con.register("t", ratings(n_users=50, n_keys=5))
+    seen: list[tuple[str, str, str]] = []
+    render = RunContext.render
+
+    def spy(self, template, idents, params):
+        text, bound = render(self, template, idents, params)
+        seen.append((template, text, self.source.sql))
+        return text, bound
+
+    with mock.patch.object(RunContext, "render", spy):
+        run(con, "t", keys=["k001", "k002"], max_rows_per_key=m)
+    (text, source), = [(text, source) for name, text, source in seen if name == "agg_measures"]
+    assert text.count(source) == 1
+    assert ("PARTITION BY _dp_user, " in text) == (m > 1)        # the truncation's window partitions by user only
+
+
 def test_noise_has_the_plans_sigma(con):
     """Keys with no rows release pure noise: its spread is σ of each measure (plan, spec §4)."""
     t = ratings(n_users=5, n_keys=3)
@@ -209,9 +255,8 @@ def true_measures(con, table, plan, keys: list[str], seed: int = 0) -> np.ndarra
     """The engine's true per-key integers (before noise) for `plan` on the public key set `keys`."""
     with open_run(con, table, "user_id", "item", Randomness(seed)) as st:
         ks = stages_sql.keyset(st, pa.table({"_dp_k0": sorted(keys)}))
-        rows = stages_sql.restrict(st, plan, ks)
-        kept = stages_sql.bound_keys(st, rows, plan.max_contributions)
-        out = stages_sql.measures(st, plan, rows, kept, ks)
+        kept = stages_sql.bound_keys(st, plan, stages_sql.restrict(st, plan, ks))
+        out = stages_sql.measures(st, plan, kept, ks)
     return np.column_stack([out.column(f"_dp_m{i}").to_numpy() for i in range(len(plan.measures))])
 
 

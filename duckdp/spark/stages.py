@@ -87,13 +87,14 @@ class SparkStages(Engine):
 
         return pairs.withColumn("_dp_size", F.count(F.lit(1)).over(Window.partitionBy("_dp_user")))
 
-    def truncate(self, sized: DataFrame, max_contributions: int) -> DataFrame:
+    def truncate(self, sized: DataFrame, max_contributions: int, salt: int | None = None) -> DataFrame:
         """Each user's Δ0 pairs of smallest keyed hash of (user, key), or of the key under truncation="global",
-        under a fresh salt: the carried columns plus `_dp_d` = min(|W_u|, Δ0) (sql/stage_truncate_window.sql)."""
+        under a fresh salt (or `salt`, drawn by the caller from the run's randomness): the carried columns plus
+        `_dp_d` = min(|W_u|, Δ0) (sql/stage_truncate_window.sql)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        salt = self.randomness.salt()
+        salt = self.randomness.salt() if salt is None else salt
         user = [] if self.truncation == "global" else [F.col("_dp_user")]
         order = Window.partitionBy("_dp_user").orderBy(
             F.xxhash64(F.lit(salt), *user, *[F.col(k) for k in self.keys]), *self.keys)

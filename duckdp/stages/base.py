@@ -62,9 +62,9 @@ class Engine(ABC):
         """`pairs` with `_dp_size` = the user's number of pairs |W_u|."""
 
     @abstractmethod
-    def truncate(self, sized: Frame, max_contributions: int) -> Frame:
-        """Each user's Δ0 pairs of smallest keyed hash (fresh salt) of (user, key), or of the key alone under
-        truncation="global"; carried columns plus `_dp_d`."""
+    def truncate(self, sized: Frame, max_contributions: int, salt: int | None = None) -> Frame:
+        """Each user's Δ0 pairs of smallest keyed hash (fresh salt, or `salt` the caller drew from the run's
+        randomness) of (user, key), or of the key alone under truncation="global"; carried columns plus `_dp_d`."""
 
     @abstractmethod
     def contribution_histogram(self, pairs: Frame, edges: list[int]) -> list[tuple[int, int]]:

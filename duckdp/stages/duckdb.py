@@ -157,10 +157,11 @@ class DuckDBStages(Engine):
     def sized(self, pairs: Query, user_aggregates: str = "") -> Query:
         return self.query("stage_sized", {"pairs": pairs.sql, "user_aggregates": user_aggregates}, pairs.params)
 
-    def truncate(self, sized: Query, max_contributions: int) -> Query:
+    def truncate(self, sized: Query, max_contributions: int, salt: int | None = None) -> Query:
         """One query when the input fits; else the same rows built in user-hash passes into a TEMP table.
         The order hashes (user, key), or the key alone under truncation="global" (stage_truncate_window.sql)."""
-        params = {"max_contributions": max_contributions, "trunc_salt": self.ctx.randomness.salt()}
+        params = {"max_contributions": max_contributions,
+                  "trunc_salt": self.ctx.randomness.salt() if salt is None else salt}
         keys = self.ctx.pair_keys     # on key ids the hash of the key columns: a fixed function of the pair
         hashed = keys if self.truncation == "global" else f"_dp_user, {keys}"
         passes = self.truncation_passes()

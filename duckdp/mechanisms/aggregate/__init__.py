@@ -67,15 +67,27 @@ class Dialect:
 
     exact: str                           # exact integer type of per-key sums (HUGEINT / DECIMAL(38, 0))
     round_even: str                      # round half to even: `<round_even>(x, 0)`
-    keyed_hash: Callable[[str], str]     # a keyed 64-bit hash of a column list under `_dp_row_salt`
+    keyed_hash: Callable[[str], str]     # a keyed 64-bit hash of a column list under `_dp_row_salt`, as BIGINT
 
 
-DUCKDB = Dialect("HUGEINT", "round_even", lambda cols: f"hash(xor(hash({cols}), _dp_row_salt))")
+# DuckDB's hash is a UBIGINT; shifted by −2⁶³ into BIGINT it keeps its order exactly (a monotone bijection, so the
+# same rows are sampled) and min_by over a BIGINT runs on DuckDB's specialised path (~1.3× the UBIGINT one)
+DUCKDB = Dialect("HUGEINT", "round_even",
+                 lambda cols: f"CAST(CAST(hash(xor(hash({cols}), _dp_row_salt)) AS HUGEINT) - {2**63} AS BIGINT)")
 SPARK = Dialect("DECIMAL(38, 0)", "bround", lambda cols: f"xxhash64(_dp_row_salt, {cols})")
 
 
 def _lit(x: float) -> str:
     return f"CAST({float(x)!r} AS DOUBLE)"
+
+
+def _grid(x: str, lower: float, upper: float, step: float, offset: int, dialect: Dialect) -> str:
+    """A value's grid integer: round_half_even(clip(x, lower, upper) / step) − offset, exact (spec §2 stage 4).
+    For non-NULL x only: least/greatest skip NULLs on both engines (NULL would clip to a bound), so every
+    aggregate of it filters NULLs out."""
+    v = f"greatest(least(CAST({x} AS DOUBLE), {_lit(upper)}), {_lit(lower)})"
+    exact = dialect.exact
+    return f"CAST({dialect.round_even}({v} / {_lit(step)}, 0) AS {exact}) - CAST({int(offset)} AS {exact})"
 
 
 def value_columns(plan: AggregatePlan) -> list[str]:
@@ -88,50 +100,65 @@ def value_columns(plan: AggregatePlan) -> list[str]:
 
 
 def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect) -> dict[str, str]:
-    """agg_measures.sql's `ranks`, `measures` and `coalesced` for `plan` (stages 3–5, spec §2–3).
+    """The holes agg_pairs.sql and agg_measures.sql leave open for `plan` (stages 3–5, spec §2–3).
 
-    Every fragment names only internal columns (`_dp_*`) and Python numbers the plan validated (bounds and
-    grid steps: `repr` of a finite float is a DOUBLE literal on both engines; integer offsets)."""
-    ranks = [f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY {dialect.keyed_hash(f'_dp_user, {keys}')})"
-             " AS _dp_r"]
+    Per (user, key) [agg_pairs.sql]: `ranks`, per value column j, the row sample's keyed order (NULL values
+    last, never counted), and `pair_measures`, what the pair carries through the Δ0 truncation. With m = 1:
+    `_dp_x<j>`, the value of least keyed hash `_dp_h<j>` among the pair's non-NULL values (`min_by`; no window).
+    With m > 1: `_dp_n` rows, `_dp_n<j>` kept rows with a value (a mean's count) and, per sum measure i,
+    `_dp_s<i>` = Σ over the kept rows (row number `_dp_r<j>` ≤ m) of the value's grid integer. Per key
+    [agg_measures.sql]: `measures` sums those over the key's kept pairs (distinct users = kept pairs; rows =
+    Σ min(_dp_n, m)), the grid integer being round_half_even(clip(v)/step) − offset, and `coalesced` gives each
+    `_dp_m<i>` (i its index in plan.measures) as a saturated BIGINT, 0 for keys without pairs. Every fragment
+    names only internal columns (`_dp_*`) and Python numbers the plan validated (bounds and grid steps: `repr`
+    of a finite float is a DOUBLE literal on both engines; integers)."""
+    m = int(plan.max_rows_per_key)
     cols = value_columns(plan)
+    ranks, pair = [], []
     for j in range(len(cols)):
         order = dialect.keyed_hash(f"_dp_user, {keys}, _dp_v{j}")
-        ranks.append(f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY _dp_v{j} IS NULL, {order})"
-                     f" AS _dp_r{j}")
+        if m == 1:
+            ranks.append(f"{order} AS _dp_h{j}")
+            pair.append(f"min_by(_dp_v{j}, _dp_h{j}) FILTER (WHERE _dp_v{j} IS NOT NULL) AS _dp_x{j}")
+        else:
+            ranks.append(f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY _dp_v{j} IS NULL, {order}) "
+                         f"AS _dp_r{j}")
+    if m > 1 or not pair:
+        pair.insert(0, "count(*) AS _dp_n")
     exact = dialect.exact
     aggs, outs = [], []
-    for i, m in enumerate(plan.measures):
-        if m.tag == THRESHOLD_TAG:    # the threshold's own noisy users count (no engine measure)
+    for i, ms in enumerate(plan.measures):
+        if ms.tag == THRESHOLD_TAG:    # the threshold's own noisy users count (no engine measure)
             continue
-        mt = next(x for x in plan.metrics if x.name == m.metric)
-        if m.part == "users":
-            expr = "count(DISTINCT _dp_user)"
-        elif m.part == "count" and (mt.column is None or mt.column in plan.not_null):
-            expr = "count(*) FILTER (WHERE _dp_r <= _dp_max_rows)"      # rows (a declared column's mean reads it)
-        elif mt.column is None:
-            raise InternalError("invariant failed: a sum or a mean's count reads a column")
+        mt = next(x for x in plan.metrics if x.name == ms.metric)
+        declared = mt.column is not None and mt.column in plan.not_null     # spec §3.1: a public declaration
+        if mt.column is None or (ms.part == "count" and declared):  # users, rows, a declared column's mean count
+            expr = "count(*)" if ms.part == "users" or m == 1 else f"sum(least(_dp_n, {m}))"
         else:
             j = cols.index(mt.column)
-            declared = mt.column in plan.not_null       # every sampled row counts; NULL read as the grid midpoint
-            keep = f"_dp_r{j} <= _dp_max_rows" + ("" if declared else f" AND _dp_v{j} IS NOT NULL")
-            if m.part == "count":       # a mean's count: rows with a value
-                expr = f"count(*) FILTER (WHERE {keep})"
+            if ms.part == "count":       # a mean's count: kept rows with a value (NULLs are ranked last)
+                counted = f"least(count(_dp_v{j}), {m}) AS _dp_n{j}"
+                if m > 1 and counted not in pair:
+                    pair.append(counted)
+                expr = f"count(_dp_x{j})" if m == 1 else f"sum(_dp_n{j})"
             elif mt.lower is None or mt.upper is None:
                 raise InternalError("invariant failed: a sum or mean has bounds")
             else:                       # Σ (round_half_even(clip(v)/step) − offset): exact integers
-                v = f"CAST(_dp_v{j} AS DOUBLE)"
-                if declared:            # NULL → the grid midpoint ⌊(lo + hi)/2⌋·step (exact; a mean's offset, so
-                    mid = sum(grid_bounds(mt.lower, mt.upper, m.step)) // 2      # it adds 0 to its centred sum),
-                    v = f"coalesce({v}, {_lit(mid * m.step)})"      # before clipping: least/greatest skip NULLs
-                v = f"greatest(least({v}, {_lit(mt.upper)}), {_lit(mt.lower)})"
-                expr = (f"sum(CAST({dialect.round_even}({v} / {_lit(m.step)}, 0) AS {exact}) - "
-                        f"CAST({int(m.offset)} AS {exact})) FILTER (WHERE {keep})")
+                x = f"_dp_x{j}" if m == 1 else f"_dp_v{j}"
+                if declared:            # every kept row counts, a NULL read as the grid midpoint ⌊(lo + hi)/2⌋·step
+                    mid = sum(grid_bounds(mt.lower, mt.upper, ms.step)) // 2   # (exact; a mean's offset, so it adds
+                    x = f"coalesce(CAST({x} AS DOUBLE), {_lit(mid * ms.step)})"   # 0 to its centred sum)
+                grid = _grid(x, mt.lower, mt.upper, ms.step, ms.offset, dialect)
+                if m == 1:
+                    expr = f"sum({grid})" + ("" if declared else f" FILTER (WHERE _dp_x{j} IS NOT NULL)")
+                else:
+                    keep = f"_dp_r{j} <= {m}" + ("" if declared else f" AND _dp_v{j} IS NOT NULL")
+                    pair.append(f"sum({grid}) FILTER (WHERE {keep}) AS _dp_s{i}")
+                    expr = f"sum(_dp_s{i})"
         aggs.append(f"{expr} AS _dp_m{i}")
         # saturate at ±2⁶²: 1-Lipschitz, so no sensitivity grows, and noise added in int64 cannot overflow;
         # a sum beyond BIGINT would otherwise fail the cast after the charge, an error that depends on the data
         outs.append(f"CAST(least(greatest(CAST(coalesce(_dp_m{i}, 0) AS {exact}), CAST({-SATURATE} AS {exact})), "
                     f"CAST({SATURATE} AS {exact})) AS BIGINT) AS _dp_m{i}")
-    return {"ranks": ", ".join(ranks), "measures": ", ".join(aggs) or "NULL AS _dp_none",
-            "coalesced": ", ".join(outs) or "NULL AS _dp_none"}
-
+    return {"ranks": ", ".join(ranks) or "NULL AS _dp_none", "pair_measures": ", ".join(pair),
+            "measures": ", ".join(aggs) or "NULL AS _dp_none", "coalesced": ", ".join(outs) or "NULL AS _dp_none"}

@@ -83,25 +83,31 @@ def restrict(engine: DuckDBStages, plan: AggregatePlan, keys: Query) -> Query:
                         keys.params)
 
 
-def bound_keys(engine: DuckDBStages, rows: Query, max_contributions: int) -> Query:
-    """Stage 2: each user's ≤ Δ0 pairs of `rows`, by the shared keyed truncation (fresh salt)."""
-    pairs = engine.query("agg_pairs", {"rows": rows.sql, "keys": engine.ctx.key_aliases}, rows.params)
-    return engine.truncate(engine.sized(pairs), max_contributions)
+def bound_keys(engine: DuckDBStages, plan: AggregatePlan, rows: Query) -> Query:
+    """Stages 2–4: each (user, key) of `rows` once, with its row sample [agg_pairs.sql: m = 1 its sampled value
+    per value column, else its kept rows' counts and grid sums], each user's ≤ Δ0 pairs kept by the shared keyed
+    truncation. The truncation's salt is drawn before the row sample's, as when they were two passes, so a
+    seeded release is unchanged."""
+    randomness = engine.ctx.randomness
+    trunc_salt = randomness.salt()
+    idents = measure_idents(plan, engine.ctx.key_aliases, DUCKDB)
+    pairs = engine.query("agg_pairs", {"rows": rows.sql, "keys": engine.ctx.key_aliases, "ranks": idents["ranks"],
+                                       "pair_measures": idents["pair_measures"]},
+                         merge(rows.params, {"row_salt": randomness.salt()}))
+    return engine.truncate(engine.sized(pairs), plan.max_contributions, salt=trunc_salt)
 
 
-def measures(engine: DuckDBStages, plan: AggregatePlan, rows: Query, kept: Query, keys: Query) -> pa.Table:
-    """Stages 3–5: per key of `keys` (sorted), its counter (`_dp_chi`, `_dp_clo`) and one exact integer per
-    budgeted measure (`_dp_m<i>`, i its index in plan.measures; threshold-noised users metrics excluded)
-    [agg_measures.sql]."""
+def measures(engine: DuckDBStages, plan: AggregatePlan, kept: Query, keys: Query) -> pa.Table:
+    """Stage 5: per key of `keys` (sorted), its counter (`_dp_chi`, `_dp_clo`) and one exact integer per
+    budgeted measure (`_dp_m<i>`, i its index in plan.measures; threshold-noised users metrics excluded),
+    summed over the kept pairs of `bound_keys` [agg_measures.sql]."""
     ctx = engine.ctx
-    k = ctx.key_aliases
     hi, lo, positional = _counter_idents(ctx)
-    match = f"r._dp_user = kept._dp_user AND {ctx.key_match('r', 'kept')}"
-    idents = {"rows": rows.sql, "kept": kept.sql, "keyset": f"({keys.sql})", "keys": k, "match": match,
-              "counter_hi": hi, "counter_lo": lo} | measure_idents(plan, k, DUCKDB)
-    params = merge(rows.params, kept.params, keys.params,
-                   {"max_rows": plan.max_rows_per_key, "row_salt": ctx.randomness.salt()})
-    return _positions(ctx.arrow("agg_measures", idents, params), positional)
+    idents = measure_idents(plan, ctx.key_aliases, DUCKDB)
+    out = ctx.arrow("agg_measures", {"kept": kept.sql, "keyset": f"({keys.sql})", "keys": ctx.key_aliases,
+                                     "measures": idents["measures"], "coalesced": idents["coalesced"],
+                                     "counter_hi": hi, "counter_lo": lo}, merge(kept.params, keys.params))
+    return _positions(out, positional)
 
 
 def user_counts(engine: DuckDBStages, max_contributions: int, pre_threshold: int) -> pa.Table:

@@ -73,22 +73,24 @@ def restrict(engine: SparkStages, plan: AggregatePlan, keys: DataFrame) -> DataF
                                       "match": engine.key_match("r", "k")})
 
 
-def bound_keys(engine: SparkStages, rows: DataFrame, max_contributions: int) -> DataFrame:
-    """Stage 2: each user's ≤ Δ0 pairs of `rows` [agg_pairs.sql], by the engine's keyed truncation."""
-    pairs = engine.template("agg_pairs", {"rows": rows}, {}, subqueries=("rows",))
-    return engine.truncate(engine.sized(pairs), max_contributions)
+def bound_keys(engine: SparkStages, plan: AggregatePlan, rows: DataFrame) -> DataFrame:
+    """Stages 2–4: each (user, key) of `rows` once, with its row sample [agg_pairs.sql], each user's ≤ Δ0 pairs
+    kept by the engine's keyed truncation, its salt drawn before the row sample's (as ./duckdb.py)."""
+    trunc_salt = engine.randomness.salt()
+    idents = measure_idents(plan, ", ".join(engine.keys), SPARK)
+    pairs = engine.template("agg_pairs", {"rows": rows}, {"row_salt": engine.randomness.salt()}, subqueries=("rows",),
+                            fragments={"ranks": idents["ranks"], "pair_measures": idents["pair_measures"]})
+    return engine.truncate(engine.sized(pairs), plan.max_contributions, salt=trunc_salt)
 
 
-def measures(engine: SparkStages, plan: AggregatePlan, rows: DataFrame, kept: DataFrame, keys: DataFrame) -> pa.Table:
-    """Stages 3–5 [agg_measures.sql]: per key of `keys` (sorted), its counter (`_dp_chi`, `_dp_clo`) and one
+def measures(engine: SparkStages, plan: AggregatePlan, kept: DataFrame, keys: DataFrame) -> pa.Table:
+    """Stage 5 [agg_measures.sql]: per key of `keys` (sorted), its counter (`_dp_chi`, `_dp_clo`) and one
     exact integer per budgeted measure (`_dp_m<i>`), as ./duckdb.py's `measures`."""
-    k = ", ".join(engine.keys)
     hi, lo, _ = counter_sql(keys.schema, engine.keys)
-    match = f"r._dp_user = kept._dp_user AND {engine.key_match('r', 'kept')}"
-    fragments = {"match": match, "counter_hi": hi, "counter_lo": lo} | measure_idents(plan, k, SPARK)
-    out = engine.template("agg_measures", {"rows": rows, "kept": kept, "keyset": keys},
-                          {"max_rows": plan.max_rows_per_key, "row_salt": engine.randomness.salt()},
-                          subqueries=("rows", "kept"), fragments=fragments)
+    idents = measure_idents(plan, ", ".join(engine.keys), SPARK)
+    out = engine.template("agg_measures", {"kept": kept, "keyset": keys}, {}, subqueries=("kept",),
+                          fragments={"measures": idents["measures"], "coalesced": idents["coalesced"],
+                                     "counter_hi": hi, "counter_lo": lo})
     return out.toArrow()
 
 
