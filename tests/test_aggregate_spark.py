@@ -299,8 +299,8 @@ def test_declared_not_null_stages_equal_duckdb(spark, max_rows):
         keys = keyset_table(duck, False)
         kd, ks = D.keyset(duck, keys), S.keyset(sp, keys)
         rd, rs = D.restrict(duck, plan, kd), S.restrict(sp, plan, ks)
-        bd, bs = D.bound_keys(duck, rd, 10), S.bound_keys(sp, rs, 10)
-        md, ms = D.measures(duck, plan, rd, bd, kd), S.measures(sp, plan, rs, bs, ks)
+        bd, bs = D.bound_keys(duck, plan, rd), S.bound_keys(sp, plan, rs)
+        md, ms = D.measures(duck, plan, bd, kd), S.measures(sp, plan, bs, ks)
     for i, m in enumerate(plan.measures):
         assert ms.column(f"_dp_m{i}").to_pylist() == md.column(f"_dp_m{i}").to_pylist(), (m.metric, m.part)
     col = {(m.metric, m.part): md.column(f"_dp_m{i}").to_pylist() for i, m in enumerate(plan.measures)}
