@@ -13,7 +13,8 @@ user and key, values clipped to [1, 5] / [0, 500]. Same budget: (ε, δ) = (--ep
 How each tool is configured (its best documented setting for an (ε, δ) budget, as far as this script knows)
   duckdp      duckdp.aggregate(keys=K, epsilon=ε, delta=δ, max_contributions=Δ0, max_rows_per_key=1) for
               K ∈ {threshold, adaptive_sips, dpsips}, with aggregate's default truncation="global" (one
-              secret key order for every user, spec §7 — OpenDP's order too). Budget split (docs/specs/private-group-by.md §4):
+              secret key order for every user, spec §7 — OpenDP's order too).
+              Budget split (docs/specs/private-group-by.md §4):
               δ/2 to the selection, ρ = the largest zCDP with (ε, δ/2) by DP-SIPS Cor. 9; selection gets
               0.4·ρ (keys="threshold": the users metric *is* the thresholded count, no second charge),
               the rest split evenly over the metrics. The value column is declared not-null
