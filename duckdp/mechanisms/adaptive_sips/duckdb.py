@@ -43,8 +43,12 @@ class LazyRounds:
 
 def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
     """A `LazyRounds` where a key's counter is the same whichever keys a round noises (integer keys,
-    key ids; not digest counters, whose collision ranks depend on the keys present), else None."""
-    return None if counter_sql(engine.ctx.key_types)[2] else LazyRounds(params)
+    key ids; not digest counters, whose collision ranks depend on the keys present) and the truncation fits
+    DuckDB's memory limit in one pass (the lazy candidates are one per-user window; the eager path truncates
+    in user-hash passes and gives the same release), else None."""
+    if counter_sql(engine.ctx.key_types)[2] or engine.truncation_passes() > 1:
+        return None
+    return LazyRounds(params)
 
 
 def candidate_limit(delta0: int, a_drop: float, rounds: int) -> int:
