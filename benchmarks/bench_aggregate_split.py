@@ -6,8 +6,9 @@ For each dataset, selection (adaptive_sips, dpsips, keys="threshold"), ρ, Δ0 a
 per-key values it reports: keys released, the median relative error of each metric on the released keys,
 and **useful keys** — released keys whose every metric is within 10 % of the truth, the number an analyst
 can act on (more keys with useless numbers do not count; fewer keys with perfect numbers neither). The
-default share (duckdp.privacy.aggregate.DEFAULT_SELECTION_SHARE) is the one with the most useful keys
-summed over the grid, per selection kind.
+default share (duckdp.privacy.aggregate.DEFAULT_SELECTION_SHARE; DEFAULT_THRESHOLD_SHARE for keys="threshold",
+whose noisy users count is also the count and declared means' denominators) is the one with the most useful
+keys summed over the grid, per selection kind.
 
 Metrics: MovieLens 100k ratings (per movie) — users, ratings (count), mean rating in [1, 5]; the key-only
 datasets (reddit, MovieLens latest-small) — users (there keys="threshold" has nothing to split: its noisy
@@ -15,6 +16,7 @@ count is the users metric, so it is not run). zCDP, δ = 1e-6, max_rows_per_key 
 
     nice -n 10 python benchmarks/bench_aggregate_split.py                        # the grid below (~10 min)
     nice -n 10 python benchmarks/bench_aggregate_split.py --rhos 0.5 --trials 1 --datasets movielens_100k_ratings
+    python benchmarks/bench_aggregate_split.py --datasets movielens_100k_ratings --keys threshold --not-null
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 import duckdp  # noqa: E402
-from duckdp.privacy.aggregate import DEFAULT_SELECTION_SHARE  # noqa: E402
+from duckdp.privacy.aggregate import DEFAULT_SELECTION_SHARE, DEFAULT_THRESHOLD_SHARE  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHARES = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
@@ -78,7 +80,7 @@ def main() -> None:
     useful_total: dict[tuple[str, float], int] = defaultdict(int)
     print(f"duckdp.aggregate, zCDP, δ = {DELTA:g}, max_rows_per_key = 1, {args.trials} trials (medians); "
           f"'useful' = released keys with every metric within 10 % of the true value; current default share "
-          f"{DEFAULT_SELECTION_SHARE}")
+          f"{DEFAULT_SELECTION_SHARE} ({DEFAULT_THRESHOLD_SHARE} for keys='threshold')")
     for name in args.datasets:
         metrics, truth_sql = DATASETS[name]
         con = duckdb.connect()

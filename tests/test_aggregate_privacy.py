@@ -10,6 +10,8 @@ from duckdp.discrete import discrete_gaussian_array
 from duckdp.errors import InvalidParameter
 from duckdp.prf import PRFKey
 from duckdp.privacy.aggregate import (
+    DEFAULT_SELECTION_SHARE,
+    DEFAULT_THRESHOLD_SHARE,
     THRESHOLD_TAG,
     Metric,
     finish,
@@ -176,6 +178,7 @@ def test_threshold_mode_at_one_row_per_key_is_one_draw_for_users_count_and_denom
     assert len(p.measures) == 2                                     # was 3: users, avg.sum, avg.count
     thr, s = p.measure("u", "users"), p.measure("avg", "sum")
     assert thr.tag == THRESHOLD_TAG and p.measure("avg", "count") is thr and thr.sigma == p.threshold.sigma
+    assert p.selection_share == DEFAULT_THRESHOLD_SHARE == 0.6 and plan().selection_share == DEFAULT_SELECTION_SHARE
     assert s.rho == pytest.approx((1 - p.selection_share) * 0.5, rel=1e-12)
     assert math.fsum([p.threshold.rho, s.rho]) == p.rho == 0.5
     with_count = plan(metrics={"n": "count"} | DECLARED, keys="threshold", not_null=["v"])
