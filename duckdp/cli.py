@@ -576,7 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
     agg.add_argument("--max-contributions", type=_contributions, default=100, metavar="Δ0",
                      help="keys kept per user (100), or 'auto': chosen privately with 0.5%% of ρ")
     agg.add_argument("--max-rows-per-key", type=int, default=1, metavar="M", help="rows per user and key (1)")
-    agg.add_argument("--selection-share", type=float, help="share of the budget for selecting keys (0.4)")
+    agg.add_argument("--selection-share", type=float,
+                     help="share of the budget for selecting keys (0.4; 0.6 with --keys threshold)")
     agg.add_argument("--pre-threshold", type=int, default=1, metavar="K", help="only keys with ≥ K users (1)")
     agg.add_argument("--confidence", type=float, help="add NAME_low/NAME_high intervals at this level, e.g. 0.95")
     agg.add_argument("--not-null", action="append", default=[], metavar="COLUMN",

@@ -248,8 +248,8 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             params, rounds_plan = selection(plan)
         names = [f"_dp_k{i}" for i in range(len(source.key_names))]
         users_noisy = None
-        if mode == "threshold":
-            counts = own.user_counts(stages, plan.max_contributions, plan.pre_threshold)
+        if mode == "threshold":      # one truncation: the threshold's users and the measures of the same kept pairs
+            counts = own.user_counts(stages, plan)
             t = plan.threshold
             if t is None:
                 raise InternalError("invariant failed: a threshold plan has a threshold")
@@ -277,14 +277,13 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
                 keyset_table = public.rename_columns(names).cast(head)
             except (pa.ArrowException, ValueError) as exc:
                 raise SchemaError(f"the public keys do not have the input's key types {head.types}: {exc}") from None
-        keyset = own.keyset(stages, keyset_table)
-        budgeted = any(m.tag != THRESHOLD_TAG for m in plan.measures)
-        if budgeted:
+        if mode == "threshold":      # spec §4.2: the released keys' measures from the pairs the threshold counted
+            true = counts.filter(pa.array(keep))
+        else:
+            keyset = own.keyset(stages, keyset_table)
             rows = own.restrict(stages, plan, keyset)
             kept = own.bound_keys(stages, plan, rows)          # one pass over the rows: pairs carry their sums
             true = own.measures(stages, plan, kept, keyset)
-        else:                                            # keys="threshold" with only users metrics
-            true = counts.filter(pa.array(keep))
         # the threshold's noisy users must align with the measures' keys (same keys, same sorted order)
         if users_noisy is not None and not all(true.column(n).equals(keyset_table.column(n)) for n in names):
             raise InternalError("invariant failed: measures are listed in the key set's sorted order")

@@ -20,7 +20,7 @@ from duckdp.lifecycle import open_run
 from duckdp.mechanisms.aggregate import duckdb as stages_sql
 from duckdp.mechanisms.aggregate import pre_thresholded_selection
 from duckdp.mechanisms.base import Params
-from duckdp.privacy.aggregate import Metric, plan_aggregate
+from duckdp.privacy.aggregate import THRESHOLD_TAG, Metric, finish, finish_mean, plan_aggregate
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
@@ -92,6 +92,75 @@ def test_threshold_mode_releases_users_without_a_second_budget(con):
     assert agg.plan.threshold is not None and agg.plan.measures[0].rho == 0 and len(agg) > 0
     assert all(n >= agg.plan.threshold.threshold for n in agg.to_arrow().column("n").to_pylist())
     assert math.isclose(agg.spent.rho, 0.5)
+
+
+def test_threshold_mode_users_count_and_denominator_are_the_thresholds_draw(con):
+    """keys="threshold", m = 1, declared column (spec §4.2): released users == count == the mean's denominator,
+    all the threshold's noisy count, and the mean is o + S̃/that count — one draw, seeded."""
+    seen: dict = {}
+
+    def spy(plan, noisy):
+        seen.update(noisy)
+        return finish(plan, noisy)
+
+    metrics = {"u": "users", "n": "count", "avg": ("mean", "rating", 1, 5)}
+    with mock.patch("duckdp.group_by.finish", spy):
+        agg = run(con, ratings(n_users=3000), keys="threshold", metrics=metrics, not_null="rating",
+                  max_contributions=3)
+    out, plan = agg.to_arrow(), agg.plan
+    users = out.column("u").to_numpy()
+    assert len(users) > 10 and users.tolist() == out.column("n").to_pylist()
+    thr, s = plan.measure("u", "users"), plan.measure("avg", "sum")
+    assert plan.measure("avg", "count") is thr and len(plan.measures) == 2
+    assert users.tolist() == seen[(thr.metric, thr.part)].tolist()
+    assert np.array_equal(out.column("avg").to_numpy(),
+                          finish_mean(seen[(s.metric, s.part)], users, 1, 5, s.step, s.offset))
+
+
+def test_threshold_mode_measures_read_the_pairs_the_threshold_counted(con):
+    """Δ0 = 2 binds for most users: with the noise set to 0 the released rows per key (m = 2, one row per pair:
+    its own measure) equal the threshold's users on every key — one truncation. Truncating again for the
+    measures (the old stage 2 with a fresh salt) keeps other pairs, and the counts differ."""
+    zero = mock.patch("duckdp.group_by._noise", lambda r, tag, hi, lo, sigma: np.zeros(hi.size, dtype=np.int64))
+    with zero:
+        agg = run(con, ratings(n_users=3000, seed=2), keys="threshold", metrics={"u": "users", "n": "count"},
+                  max_rows_per_key=2, max_contributions=2)
+    out = agg.to_arrow()
+    assert agg.plan.measure("n", "count").tag != THRESHOLD_TAG and len(out) > 10
+    assert out.column("u").to_pylist() == out.column("n").to_pylist()
+
+
+def threshold_measures(con, table: pa.Table, plan, seed: int = 0) -> dict:
+    """keys="threshold"'s per-key [c, measures…] of `table` under `seed`'s salts."""
+    with open_run(con, table, "user_id", "item", Randomness(seed), truncation="global") as st:
+        t = stages_sql.user_counts(st, plan)
+    cols = ["_dp_c"] + [f"_dp_m{i}" for i, m in enumerate(plan.measures) if m.tag != THRESHOLD_TAG]
+    return {k: np.array([t.column(c)[i].as_py() for c in cols]) for i, k in enumerate(t.column("_dp_k0").to_pylist())}
+
+
+def test_threshold_mode_one_truncation_meets_the_sensitivities_on_a_neighbour_pair(con):
+    """Under a fixed salt the one truncation is a per-user function (spec §4.2): adding a user with 5 rows of
+    10⁶ on 12 keys (Δ0 = 4, m = 2) moves ≤ Δ0 keys, c by ≤ 1, rows by ≤ m and the centred sum by ≤ m·h grid
+    steps per key (spec §3) — on the threshold's counts and the measures alike, the clip's bound met. Its power:
+    the same pair under different salts (a truncation that is not one fixed per-user function) moves more keys."""
+    base = ratings(n_users=400, n_keys=20, seed=5)
+    user = pa.table({"user_id": pa.array([10**6] * 60, pa.int64()), "item": [f"k{k:03d}" for k in range(12)] * 5,
+                     "rating": pa.array([10**6] * 60, pa.int64())})
+    metrics = {"u": "users", "n": "count", "avg": ("mean", "rating", 1, 5)}
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), metrics, max_contributions=4, max_rows_per_key=2, keys="threshold")
+    for seed, ok in ((0, True), (1, False)):
+        a, b = threshold_measures(con, base, plan), threshold_measures(con, pa.concat_tables([user, base]), plan, seed)
+        measured = [x for x in plan.measures if x.tag != THRESHOLD_TAG]
+        width = 1 + len(measured)
+        bound = np.array([1] + [round(x.sensitivity / 2) for x in measured])    # per key: ℓ2 / √Δ0 (spec §3)
+        diff = {k: np.abs(b[k] - a.get(k, np.zeros(width, dtype=np.int64))) for k in b}
+        moved = [k for k, d in diff.items() if d.any()]
+        assert set(a) <= set(b)
+        within = len(moved) <= 4 and all(np.all(d <= bound) for d in diff.values())
+        assert within == ok, (seed, {k: diff[k] for k in moved})
+        if ok:                                    # the clip binds: the centred sum's bound is met
+            i = 1 + measured.index(plan.measure("avg", "sum"))
+            assert max(d[i] for d in diff.values()) == bound[i]
 
 
 @pytest.mark.parametrize("algo", ["dpsips", "adaptive_sips", "weighted_gaussian", "mad2r"])

@@ -10,6 +10,8 @@ from duckdp.discrete import discrete_gaussian_array
 from duckdp.errors import InvalidParameter
 from duckdp.prf import PRFKey
 from duckdp.privacy.aggregate import (
+    DEFAULT_SELECTION_SHARE,
+    DEFAULT_THRESHOLD_SHARE,
     THRESHOLD_TAG,
     Metric,
     finish,
@@ -164,6 +166,45 @@ def test_threshold_mode_reuses_the_threshold_for_users():
     only = plan(keys="threshold", metrics={"n": "users"})
     assert only.threshold.rho == only.rho == 0.5 and only.selection_share == 1.0
 
+
+DECLARED = {"u": "users", "avg": ("mean", "v", 1, 5)}
+
+
+def test_threshold_mode_at_one_row_per_key_is_one_draw_for_users_count_and_denominators():
+    """keys="threshold", m = 1 (spec §4.2): the measures read the pairs the threshold counted, one row each, so
+    users, count and a declared column's mean count are the threshold's one draw; the mean's centred sum is the
+    only budgeted draw and gets the metrics' whole part. Charged: ρ_sel + ρ_S, exactly the request."""
+    p = plan(metrics=DECLARED, keys="threshold", not_null=["v"])
+    assert len(p.measures) == 2                                     # was 3: users, avg.sum, avg.count
+    thr, s = p.measure("u", "users"), p.measure("avg", "sum")
+    assert thr.tag == THRESHOLD_TAG and p.measure("avg", "count") is thr and thr.sigma == p.threshold.sigma
+    assert p.selection_share == DEFAULT_THRESHOLD_SHARE == 0.6 and plan().selection_share == DEFAULT_SELECTION_SHARE
+    assert s.rho == pytest.approx((1 - p.selection_share) * 0.5, rel=1e-12)
+    assert math.fsum([p.threshold.rho, s.rho]) == p.rho == 0.5
+    with_count = plan(metrics={"n": "count"} | DECLARED, keys="threshold", not_null=["v"])
+    assert len(with_count.measures) == 2 and with_count.measure("n", "count") is with_count.measure("u", "users")
+    assert [r.metric for r in with_count.measure("u", "users").readers] == ["n", "u", "avg"]
+    # a nullable column's mean divides by its own non-NULL count (its own draw, half the mean's part)
+    nullable = plan(metrics=DECLARED, keys="threshold")
+    assert len(nullable.measures) == 3 and nullable.measure("avg", "count").tag != THRESHOLD_TAG
+    # m = 2: rows ≠ users, so count (and the declared mean's count) is its own draw
+    two = plan(metrics={"n": "count"} | DECLARED, keys="threshold", not_null=["v"], max_rows_per_key=2)
+    assert len(two.measures) == 3 and two.measure("n", "count") is two.measure("avg", "count")
+    assert two.measure("n", "count").tag != THRESHOLD_TAG
+    # only metrics the threshold answers: it gets the whole budget
+    only = plan(keys="threshold", metrics={"u": "users", "n": "count"})
+    assert len(only.measures) == 1 and only.threshold.rho == only.rho == 0.5 and only.selection_share == 1.0
+
+
+def test_threshold_finish_shifts_every_reader_of_the_threshold_draw():
+    """pre_threshold = k: the threshold's noisy c = users − (k − 1) is shifted back for users, count and a
+    mean's denominator alike (post-processing of one draw)."""
+    p = plan(metrics={"n": "count"} | DECLARED, keys="threshold", not_null=["v"], pre_threshold=3)
+    s = p.measure("avg", "sum")
+    c = np.array([5, 40])
+    out = finish(p, {("n", "users"): c, (s.metric, s.part): np.array([0, 10 * 2**14])})
+    assert out["n"].tolist() == out["u"].tolist() == [7, 42]
+    assert out["avg"] == pytest.approx(finish_mean(np.array([0, 10 * 2**14]), c + 2, 1, 5, s.step, s.offset))
 
 # ---------------------------------------------------------------- discrete Gaussian array
 

@@ -269,11 +269,14 @@ def test_stages_equal_duckdb(spark, integer, max_rows):
 
 @pytest.mark.parametrize("pre_threshold", [1, 2])
 def test_user_counts_and_truncation_equal_duckdb(spark, pre_threshold):
-    """user_counts (Δ0 not binding) equal DuckDB's, counters included; with Δ0 = 1 each engine keeps exactly one
-    of each user's keys (its own; which one is each engine's keyed choice)."""
+    """keys="threshold"'s user_counts (Δ0 not binding) equal DuckDB's: c, counters and the measures of the same
+    kept pairs (spec §4.2); with Δ0 = 1 each engine keeps exactly one of each user's keys (its own; which one is
+    each engine's keyed choice)."""
     table = stage_table(False)
+    thr = plan_aggregate(ZCDP(0.5, 1e-6), STAGE_METRICS, max_contributions=10, max_rows_per_key=2, keys="threshold",
+                         pre_threshold=pre_threshold)
     with engines(spark, table) as (duck, sp):
-        cd, cs = D.user_counts(duck, 10, pre_threshold), S.user_counts(sp, 10, pre_threshold)
+        cd, cs = D.user_counts(duck, thr), S.user_counts(sp, thr)
         plan = plan_aggregate(ZCDP(0.5, 1e-6), {"n": "count"}, max_contributions=1, keys="public")
         keys = keyset_table(duck, False)
         kept = spark_rows(S.bound_keys(sp, plan, S.restrict(sp, plan, S.keyset(sp, keys))))
@@ -281,6 +284,8 @@ def test_user_counts_and_truncation_equal_duckdb(spark, pre_threshold):
     assert cs.column("_dp_k0").to_pylist() == cd.column("_dp_k0").to_pylist()
     assert cs.column("_dp_c").to_pylist() == cd.column("_dp_c").to_pylist()
     assert [c.tolist() for c in _counters(cs)] == [c.tolist() for c in _counters(cd)]
+    assert cs.column_names == cd.column_names and len(cd.column_names) == 4 + len(thr.measures) - 1
+    assert all(cs.column(n).to_pylist() == cd.column(n).to_pylist() for n in cd.column_names if n.startswith("_dp_m"))
     own = {(u, k) for u, k, _ in ROWS}
     assert sorted(u for u, *_ in one) == sorted({u for u, *_ in ROWS}) and all((u, k) in own for u, k, _ in one)
     assert np.all(np.asarray([d for *_, d in one]) == 1.0)

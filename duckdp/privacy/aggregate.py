@@ -46,8 +46,14 @@ PRE_THRESHOLD_SELECTIONS = ("count_gaussian", "count_laplace")
 # benchmarks/bench_aggregate_split.py (benchmarks/RESULTS.md, "Private GROUP BY: selection share"): over
 # MovieLens 100k (raters, ratings, mean rating), reddit and MovieLens latest-small (users), ρ ∈ {0.1, 1},
 # Δ0 ∈ {100, 300}, the keys with every metric within 10 % of the truth summed over the grid are within 2 % of
-# the best share for adaptive_sips (806 vs 814 at 0.3), dpsips (730 vs 744 at 0.6) and best for keys="threshold".
+# the best share for adaptive_sips (806 vs 814 at 0.3) and dpsips (730 vs 744 at 0.6).
 DEFAULT_SELECTION_SHARE = 0.4
+# keys="threshold"'s default share: its noisy users count is also the count and declared means' denominators
+# (spec §4.2), so the threshold buys more than keys. Same method (MovieLens 100k, raters + ratings + mean rating,
+# ρ ∈ {0.1, 1}, Δ0 ∈ {100, 300}, 3 trials; benchmarks/RESULTS.md "keys='threshold': one truncation"): useful
+# keys summed over the grid 276 at 0.4, 294 at 0.5, 296 at 0.6 (best), 290 at 0.7; with rating declared
+# not-null 303 / 333 / 348 / 354 — 0.6 is within 2 % of the best in both.
+DEFAULT_THRESHOLD_SHARE = 0.6
 # Grid of sums: 2^⌊log2((upper − lower)/2^16)⌋, so each value moves by at most 2^-17 of its range when
 # rounded (negligible next to clipping and noise) and integers and halves are exact for ranges ≥ 2^16·2^-1.
 _GRID_BITS = 16
@@ -326,7 +332,9 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
                 not_null: frozenset[str] = frozenset()) -> dict[tuple, list[tuple[str, str, bool]]]:
     """{quantity: [(metric, role, is_mean)]} in order of first use: the distinct per-key integers the metrics
     read (spec §3.1). users with keys="threshold": the threshold's draw. users with m = 1: the row count (each
-    kept (user, key) keeps exactly one row, so distinct users = rows); otherwise its own. count: rows per key.
+    kept (user, key) keeps exactly one row, so distinct users = rows); otherwise its own. count: rows per key —
+    with keys="threshold" and m = 1 the threshold's draw (the measures read the very pairs the threshold counted,
+    one kept row each: spec §4.2).
     A mean's count: rows with a non-NULL value in its column (≠ the count metric's rows where values are NULL,
     which the plan cannot know without reading data), shared by means on that column — unless the column is
     declared in `not_null` (public, data-independent): then every sampled row is counted, a NULL read as the
@@ -334,17 +342,18 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
     (column, lower, upper). A sum: shared only by identical sums — reading a mean's centred sum and count
     instead would add offset² times the count's variance (spec §3.1)."""
     out: dict[tuple, list[tuple[str, str, bool]]] = {}
+    rows = _THRESHOLD if threshold and m == 1 else ("count", None)     # the row count's draw
     for mt in metrics:
         if mt.kind == "users":
-            q = _THRESHOLD if threshold else (("count", None) if m == 1 else ("users",))
+            q = _THRESHOLD if threshold else (rows if m == 1 else ("users",))
             out.setdefault(q, []).append((mt.name, "users", False))
         elif mt.kind == "count":
-            out.setdefault(("count", None), []).append((mt.name, "count", False))
+            out.setdefault(rows, []).append((mt.name, "count", False))
         elif mt.kind == "sum":
             out.setdefault(("sum", "plain", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", False))
         else:
             out.setdefault(("sum", "centred", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", True))
-            count = ("count", None) if mt.column in not_null else ("count", mt.column)
+            count = rows if mt.column in not_null else ("count", mt.column)
             out.setdefault(count, []).append((mt.name, "count", True))
     return out
 
@@ -379,13 +388,17 @@ def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]],
     count_of: dict[str, tuple] = {}        # mean → the count C it reads
     for q, readers in quantities.items():
         if q == _THRESHOLD:
+            count_of |= {name: q for name, role, is_mean in readers if is_mean and role == "count"}
             continue
         weights[q] = math.fsum(metric_share[name] for name, _, is_mean in readers if not is_mean)
         if any(is_mean and role == "sum" for _, role, is_mean in readers):
             centred[q] = math.fsum(metric_share[name] for name, _, _ in readers)
         count_of |= {name: q for name, role, is_mean in readers if is_mean and role == "count"}
     reads = {s_q: count_of[name] for s_q, readers in quantities.items() if s_q in centred for name, _, _ in readers}
-    for c_q in dict.fromkeys(reads.values()):
+    for s_q, c_q in reads.items():
+        if c_q == _THRESHOLD:    # C is the threshold's draw, paid by the selection's part: S gets the mean's whole part
+            weights[s_q] = centred[s_q]
+    for c_q in dict.fromkeys(q for q in reads.values() if q != _THRESHOLD):
         parts = sorted((centred[s_q] for s_q in centred if reads[s_q] == c_q), reverse=True)
         a, k = weights[c_q], 0
         t = a                   # t = (a + the k largest B_j)/(k + 1), for the first k with B_k ≤ t
@@ -440,8 +453,14 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
     if len(set(out_cols)) != len(out_cols):
         raise InvalidParameter(f"metric names and their _low/_high columns must be distinct, got {names}")
 
-    # Which metrics get budget: every metric, except users metrics reusing the threshold's noisy count.
-    budgeted = [mt for mt in metric_specs if not (keys == "threshold" and mt.kind == "users")]
+    # Distinct quantities (spec §3.1): each is noised once and read by every metric that needs it, and gets
+    # its readers' parts (spec §4 "Budget"; a mean's part split between its centred sum and its count).
+    quantities = _quantities(metric_specs, m, keys == "threshold", frozenset(declared))
+    # Which metrics get budget: every metric, except those reading only the threshold's noisy count (users; with
+    # m = 1 count too, spec §4.2) — a mean reading it as its count still pays for its centred sum.
+    on_threshold = {name for name, _, _ in quantities.get(_THRESHOLD, [])}
+    only_threshold = on_threshold - {name for q, rs in quantities.items() if q != _THRESHOLD for name, _, _ in rs}
+    budgeted = [mt for mt in metric_specs if mt.name not in only_threshold]
     selects = keys != "public"
     if not selects:
         if selection_share is not None:
@@ -449,17 +468,16 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
         share = None
     elif not budgeted:
         if selection_share is not None:
-            raise InvalidParameter("with keys='threshold' and only users metrics the threshold gets the whole budget")
+            raise InvalidParameter("with keys='threshold' and only metrics the threshold's noisy count answers (users; "
+                                   "count with max_rows_per_key=1) the threshold gets the whole budget")
         share = 1.0
     else:
-        share = DEFAULT_SELECTION_SHARE if selection_share is None else real("selection_share", selection_share)
+        default = DEFAULT_THRESHOLD_SHARE if keys == "threshold" else DEFAULT_SELECTION_SHARE
+        share = default if selection_share is None else real("selection_share", selection_share)
         if not 0 < share < 1:
             raise InvalidParameter(f"selection_share must be in (0, 1), got {selection_share!r}")
     shares = _shares(metric_shares, [mt.name for mt in budgeted]) if budgeted else []
 
-    # Distinct quantities (spec §3.1): each is noised once and read by every metric that needs it, and gets
-    # its readers' parts (spec §4 "Budget"; a mean's part split between its centred sum and its count).
-    quantities = _quantities(metric_specs, m, keys == "threshold", frozenset(declared))
     weights = _quantity_shares(quantities, dict(zip([mt.name for mt in budgeted], shares, strict=True)))
 
     # Total ρ and the selection's δ (spec §accounting).
@@ -570,7 +588,10 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
 
     def read(metric: str, role: str) -> tuple[Measure, Reading, np.ndarray]:
         ms, rd = plan._read(metric, role)
-        return ms, rd, np.asarray(noisy[(ms.metric, ms.part)], dtype=np.int64)
+        x = np.asarray(noisy[(ms.metric, ms.part)], dtype=np.int64)
+        if ms.tag == THRESHOLD_TAG:      # the threshold's noisy c_k = users − (pre_threshold − 1): shift back
+            x = x + (plan.pre_threshold - 1)
+        return ms, rd, x
 
     for mt in plan.metrics:
         if mt.kind == "mean":
@@ -587,9 +608,6 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
         ms, rd, x = read(mt.name, mt.kind)
         if mt.kind == "sum":
             out[mt.name] = x.astype(np.float64) * ms.step        # exact: power-of-two step, |x| < 2^53
-        elif ms.tag == THRESHOLD_TAG:     # the threshold's noisy c_k = users − (pre_threshold − 1): shift back
-            x = x + (plan.pre_threshold - 1)
-            out[mt.name] = x
         else:
             out[mt.name] = x
         if plan.confidence is not None:

@@ -73,13 +73,16 @@ def key_schema(engine: DuckDBStages) -> pa.Schema:
     return ctx.con.sql(f"SELECT {ctx.key_select} FROM {ctx.source.sql} LIMIT 0").to_arrow_table().schema
 
 
-def restrict(engine: DuckDBStages, plan: AggregatePlan, keys: Query) -> Query:
-    """Stage 1: the input's rows (user, keys, value columns) whose key is in `keys` [agg_rows.sql]."""
+def restrict(engine: DuckDBStages, plan: AggregatePlan, keys: Query | None) -> Query:
+    """Stage 1: the input's rows (user, keys, value columns) whose key is in `keys` [agg_rows.sql], or every row
+    with `keys` None (keys="threshold": the truncation over all keys that the threshold counts) [agg_all_rows.sql]."""
     ctx = engine.ctx
     base = ctx.base_idents()
     values = "".join(f", {quote_ident(c)} AS _dp_v{j}" for j, c in enumerate(value_columns(plan)))
-    return engine.query("agg_rows", {"source": base["source"], "user": base["user"], "key_select": base["key_select"],
-                                     "values": values, "keyset": f"({keys.sql})", "match": ctx.key_match("r", "k")},
+    idents = {"source": base["source"], "user": base["user"], "key_select": base["key_select"], "values": values}
+    if keys is None:
+        return engine.query("agg_all_rows", idents)
+    return engine.query("agg_rows", idents | {"keyset": f"({keys.sql})", "match": ctx.key_match("r", "k")},
                         keys.params)
 
 
@@ -110,14 +113,19 @@ def measures(engine: DuckDBStages, plan: AggregatePlan, kept: Query, keys: Query
     return _positions(out, positional)
 
 
-def user_counts(engine: DuckDBStages, max_contributions: int, pre_threshold: int) -> pa.Table:
-    """Stage 7's input: c = distinct users − (k − 1) per key of the Δ0-truncated input, c ≥ 1, with counters,
-    sorted by key [agg_user_counts.sql]."""
+def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.Table:
+    """keys="threshold" (spec §4.2): every row bound once (stages 2–4 over all keys: `bound_keys` of every row,
+    one Δ0 truncation), then per key with c = distinct users − (pre_threshold − 1) ≥ 1: its counter, `_dp_c` (stage
+    7's input) and the plan's budgeted measures `_dp_m<i>` of the same kept pairs, sorted by key
+    [agg_user_counts.sql]. The caller keeps the keys that pass the threshold: their measures are stage 5's."""
     ctx = engine.ctx
-    kept = engine.truncate(engine.sized(engine.pairs()), max_contributions)
+    kept = bound_keys(engine, plan, restrict(engine, plan, None))
     hi, lo, positional = _counter_idents(ctx)
+    idents = measure_idents(plan, ctx.key_aliases, DUCKDB)
     counts = ctx.arrow("agg_user_counts", {"kept": kept.sql, "keys": ctx.key_aliases, "counter_hi": hi,
-                                           "counter_lo": lo}, merge(kept.params, {"shift": pre_threshold - 1}))
+                                           "counter_lo": lo, "measures": idents["measures"],
+                                           "coalesced": idents["coalesced"]},
+                       merge(kept.params, {"shift": plan.pre_threshold - 1}))
     return _positions(counts, positional)
 
 

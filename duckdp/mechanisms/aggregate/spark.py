@@ -63,14 +63,17 @@ def key_schema(engine: SparkStages) -> pa.Schema:
     return src.df.selectExpr(*cols).limit(0).toArrow().schema
 
 
-def restrict(engine: SparkStages, plan: AggregatePlan, keys: DataFrame) -> DataFrame:
-    """Stage 1: the input's rows (user, keys, value columns) whose key is in `keys` [agg_rows.sql]."""
+def restrict(engine: SparkStages, plan: AggregatePlan, keys: DataFrame | None) -> DataFrame:
+    """Stage 1: the input's rows (user, keys, value columns) whose key is in `keys` [agg_rows.sql], or every row
+    with `keys` None (keys="threshold") [agg_all_rows.sql]."""
     src = engine.source
     key_select = ", ".join(f"{spark_ref(n)} AS {k}" for n, k in zip(src.key_names, src.keys, strict=True))
     values = "".join(f", {spark_ref(c)} AS _dp_v{j}" for j, c in enumerate(value_columns(plan)))
+    fragments = {"user": spark_ref(src.user), "key_select": key_select, "values": values}
+    if keys is None:
+        return engine.template("agg_all_rows", {"source": src.df}, {}, fragments=fragments)
     return engine.template("agg_rows", {"source": src.df, "keyset": keys}, {},
-                           fragments={"user": spark_ref(src.user), "key_select": key_select, "values": values,
-                                      "match": engine.key_match("r", "k")})
+                           fragments=fragments | {"match": engine.key_match("r", "k")})
 
 
 def bound_keys(engine: SparkStages, plan: AggregatePlan, rows: DataFrame) -> DataFrame:
@@ -94,13 +97,16 @@ def measures(engine: SparkStages, plan: AggregatePlan, kept: DataFrame, keys: Da
     return out.toArrow()
 
 
-def user_counts(engine: SparkStages, max_contributions: int, pre_threshold: int) -> pa.Table:
-    """Stage 7's input [agg_user_counts.sql]: c = distinct users − (k − 1) per key of the Δ0-truncated input,
-    c ≥ 1, with counters, sorted by key."""
-    kept = engine.truncate(engine.sized(engine.pairs()), max_contributions)
+def user_counts(engine: SparkStages, plan: AggregatePlan) -> pa.Table:
+    """keys="threshold" [agg_user_counts.sql]: every row bound once (one Δ0 truncation over all keys), then per key
+    with c = distinct users − (pre_threshold − 1) ≥ 1 its counter, `_dp_c` and the budgeted measures of the same
+    kept pairs, sorted by key (as ./duckdb.py's `user_counts`)."""
+    kept = bound_keys(engine, plan, restrict(engine, plan, None))
     hi, lo, _ = counter_sql(kept.schema, engine.keys)
-    out = engine.template("agg_user_counts", {"kept": kept}, {"shift": pre_threshold - 1}, subqueries=("kept",),
-                          fragments={"counter_hi": hi, "counter_lo": lo})
+    idents = measure_idents(plan, ", ".join(engine.keys), SPARK)
+    out = engine.template("agg_user_counts", {"kept": kept}, {"shift": plan.pre_threshold - 1}, subqueries=("kept",),
+                          fragments={"counter_hi": hi, "counter_lo": lo, "measures": idents["measures"],
+                                     "coalesced": idents["coalesced"]})
     return out.toArrow()
 
 
