@@ -37,9 +37,33 @@ def test_passes_give_the_same_keys_for_every_mechanism(data, monkeypatch, algo):
     one = keys(data, "t", algo)
     assert one, algo                                   # the comparison is not vacuous
     calls = []
-    monkeypatch.setattr(DuckDBStages, "truncation_passes", lambda self: calls.append(1) or 3)
+    monkeypatch.setattr(DuckDBStages, "passes_for", lambda self, rows: calls.append(1) or 3)
     assert keys(data, "t", algo) == one
     assert calls or algo == "gw"                       # GW alone does not truncate
+    assert leftovers(data) == []
+
+
+def test_pass_count_follows_the_truncated_pairs_not_the_input(data, monkeypatch):
+    """A truncation whose input's rows ask for passes is sized by its own (stored) pairs: aggregate's pairs,
+    restricted to a few public keys, fit one query, and the release is the one of the unlimited run; the
+    selection's truncation over every pair still runs in passes."""
+    metrics = {"users": "users", "rows": "count"}
+    run = lambda keys: duckdp.aggregate(data, "t", by="item", metrics=metrics, keys=keys, rho=0.5, delta=1e-5,
+                                        max_contributions=6, seed=2).to_arrow().to_pylist()
+    free = run([0, 1, 2]), run("weighted_gaussian")
+    (n,), = data.sql("SELECT count(*) FROM t").fetchall()
+    monkeypatch.setattr(stages_duckdb, "memory_limit_bytes", lambda con: n * BYTES_PER_ROW_PASS / 3)
+    passes: list[int] = []
+    execute = stages_duckdb.RunContext.execute
+
+    def counted(self, template, idents, params):
+        if template == "stage_truncate_pass":
+            passes.append(params["nparts"])
+        return execute(self, template, idents, params)
+
+    monkeypatch.setattr(stages_duckdb.RunContext, "execute", counted)
+    assert run([0, 1, 2]) == free[0] and passes == []              # a few keys' pairs: one query
+    assert run("weighted_gaussian") == free[1] and set(passes) == {3}   # the selection's: 3 passes
     assert leftovers(data) == []
 
 
