@@ -175,28 +175,29 @@ class DuckDBStages(Engine):
         hashed = keys if self.truncation == "global" else f"_dp_user, {keys}"
         passes = self.truncation_passes()
         table = self._tables.get(sized.sql)           # a stored frame, read in place
-        owned = None
         if passes > 1:      # the input's rows ask for passes: store the pairs once (it spills), size by their count
+            owned = table is None
             if table is None:
-                table = owned = self._store_as(sized, "sized")
+                table = self._store_as(sized, "sized")
             passes = min(passes, self.passes_for(self.ctx.scalar(f"SELECT count(*) FROM {table}")))
-        if passes == 1:
-            window = self.query("stage_truncate_window", {"sized": table or "sized", "hashed": hashed}, params)
-            body = self.query("stage_truncate", {"sized": table or "sized", "window": window.sql}, window.params)
-            if table is not None:
-                return body
-            return self.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
-                              merge(sized.params, body.params))
-        kept = self.ctx.temp_table("kept")
-        self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": table},
-                         {"max_contributions": max_contributions})
-        window = self.query("stage_truncate_window", {"sized": "part", "hashed": hashed}, params)
-        for part in range(passes):
-            self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "window": window.sql},
-                             window.params | {"nparts": passes, "part": part})
-        if owned is not None:
-            self.ctx.drop(owned)                      # free its memory and spill before the next stage
-        return self.table(kept)
+            if passes > 1:
+                kept = self.ctx.temp_table("kept")
+                self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": table},
+                                 {"max_contributions": max_contributions})
+                window = self.query("stage_truncate_window", {"sized": "part", "hashed": hashed}, params)
+                for part in range(passes):
+                    self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "window": window.sql},
+                                     window.params | {"nparts": passes, "part": part})
+                if owned:
+                    self.ctx.drop(table)              # free its memory and spill before the next stage
+                return self.table(kept)
+        name = table or "sized"
+        window = self.query("stage_truncate_window", {"sized": name, "hashed": hashed}, params)
+        body = self.query("stage_truncate", {"sized": name, "window": window.sql}, window.params)
+        if table is not None:
+            return body
+        return self.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
+                          merge(sized.params, body.params))
 
     def contribution_histogram(self, pairs: Query, edges: list[int]) -> list[tuple[int, int]]:
         return self.ctx.fetch("stage_contribution_histogram", {"pairs": pairs.sql},
