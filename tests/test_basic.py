@@ -202,7 +202,7 @@ def test_partitioned_truncation_equals_single_query(con, monkeypatch, d0):
     users, items = random_sets(2000, 300, 12, 4)
     make_table(con, "t", users, items)
     ref = sql_weights(con, "t", 0.5, d0, seed=9)
-    monkeypatch.setattr(DuckDBStages, "truncation_passes", lambda self: 4)
+    monkeypatch.setattr(DuckDBStages, "passes_for", lambda self, rows: 4)
     got = sql_weights(con, "t", 0.5, d0, seed=9)
     assert got.keys() == ref.keys()
     assert all(got[k] == pytest.approx(ref[k], rel=1e-12) for k in ref)

@@ -105,12 +105,16 @@ class DuckDBStages(Engine):
             self.ctx.source.estimated_rows = self.ctx.scalar(f"SELECT count(*) FROM {self.ctx.source.sql}")
         return self.ctx.source.estimated_rows
 
+    def passes_for(self, rows: int) -> int:
+        """User-hash partitions a truncation over `rows` pairs needs so each window fits DuckDB's memory limit."""
+        budget = memory_limit_bytes(self.ctx.con)
+        return max(1, math.ceil(rows * BYTES_PER_ROW_PASS / budget)) if budget else 1
+
     def truncation_passes(self) -> int:
-        """User-hash partitions truncation needs so each window fits DuckDB's memory limit (once per run)."""
+        """`passes_for` the input's rows, an upper bound on any truncation's pairs known before a pair is
+        built (once per run): 1 means every truncation of the run is one query."""
         if self._passes is None:
-            budget = memory_limit_bytes(self.ctx.con)
-            rows = self.source_rows() if budget else 0
-            self._passes = max(1, math.ceil(rows * BYTES_PER_ROW_PASS / budget)) if budget else 1
+            self._passes = self.passes_for(self.source_rows()) if memory_limit_bytes(self.ctx.con) else 1
         return self._passes
 
     # -- shared stages -------------------------------------------------------------------------
@@ -158,33 +162,42 @@ class DuckDBStages(Engine):
         return self.query("stage_sized", {"pairs": pairs.sql, "user_aggregates": user_aggregates}, pairs.params)
 
     def truncate(self, sized: Query, max_contributions: int, salt: int | None = None) -> Query:
-        """One query when the input fits; else the same rows built in user-hash passes into a TEMP table.
-        The order hashes (user, key), or the key alone under truncation="global" (stage_truncate_window.sql)."""
+        """One query when the pairs fit; else the same rows built in user-hash passes into a TEMP table.
+        The order hashes (user, key), or the key alone under truncation="global" (stage_truncate_window.sql).
+        Where the input's rows ask for passes, the pass count follows the stored pairs' count instead (e.g.
+        aggregate's pairs, restricted to the released keys, are a fraction of the input). The count is not
+        public, but it only sets how users are split into passes: each user's kept pairs are a function of
+        their own pairs and the salt whatever the split, so the rows kept — and everything released — are
+        the same for every pass count; only time and memory follow it."""
         params = {"max_contributions": max_contributions,
                   "trunc_salt": self.ctx.randomness.salt() if salt is None else salt}
         keys = self.ctx.pair_keys     # on key ids the hash of the key columns: a fixed function of the pair
         hashed = keys if self.truncation == "global" else f"_dp_user, {keys}"
         passes = self.truncation_passes()
-        stored = sized.sql in self._tables
-        if passes == 1:
-            name = self.table_name(sized) if stored else "sized"
-            window = self.query("stage_truncate_window", {"sized": name, "hashed": hashed}, params)
-            body = self.query("stage_truncate", {"sized": name, "window": window.sql}, window.params)
-            if stored:
-                return body
-            return self.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
-                              merge(sized.params, body.params))
-        table = self._tables[sized.sql] if stored else self._store_as(sized, "sized")   # read once per pass; spills
-        kept = self.ctx.temp_table("kept")
-        self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": table},
-                         {"max_contributions": max_contributions})
-        window = self.query("stage_truncate_window", {"sized": "part", "hashed": hashed}, params)
-        for part in range(passes):
-            self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "window": window.sql},
-                             window.params | {"nparts": passes, "part": part})
-        if not stored:
-            self.ctx.drop(table)                      # free its memory and spill before the next stage
-        return self.table(kept)
+        table = self._tables.get(sized.sql)           # a stored frame, read in place
+        if passes > 1:      # the input's rows ask for passes: store the pairs once (it spills), size by their count
+            owned = table is None
+            if table is None:
+                table = self._store_as(sized, "sized")
+            passes = min(passes, self.passes_for(self.ctx.scalar(f"SELECT count(*) FROM {table}")))
+            if passes > 1:
+                kept = self.ctx.temp_table("kept")
+                self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": table},
+                                 {"max_contributions": max_contributions})
+                window = self.query("stage_truncate_window", {"sized": "part", "hashed": hashed}, params)
+                for part in range(passes):
+                    self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "window": window.sql},
+                                     window.params | {"nparts": passes, "part": part})
+                if owned:
+                    self.ctx.drop(table)              # free its memory and spill before the next stage
+                return self.table(kept)
+        name = table or "sized"
+        window = self.query("stage_truncate_window", {"sized": name, "hashed": hashed}, params)
+        body = self.query("stage_truncate", {"sized": name, "window": window.sql}, window.params)
+        if table is not None:
+            return body
+        return self.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
+                          merge(sized.params, body.params))
 
     def contribution_histogram(self, pairs: Query, edges: list[int]) -> list[tuple[int, int]]:
         return self.ctx.fetch("stage_contribution_histogram", {"pairs": pairs.sql},

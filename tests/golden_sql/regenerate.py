@@ -106,7 +106,7 @@ def render_case(name: str) -> dict[str, str]:
     con = duckdb.connect()
     try:
         table = _table(con, "golden_input", string_keys)
-        passes = (mock.patch.object(DuckDBStages, "truncation_passes", lambda self: 2) if name.endswith("+passes")
+        passes = (mock.patch.object(DuckDBStages, "passes_for", lambda self, rows: 2) if name.endswith("+passes")
                   else nullcontext())
         ids = (mock.patch.object(Randomness, "__init__", _unseeded(Randomness.__init__))
                if name.endswith("+key_ids") else nullcontext())
