@@ -110,16 +110,25 @@ def aggregate_part(seeds: int, epsilons: list[float], d0: int) -> None:
     con.close()
 
 
+def pairs_tables(datasets: list[str]) -> Iterator[tuple[str, duckdb.DuckDBPyConnection]]:
+    """Each dataset's (user_id, item) pairs as table `data` on a fresh connection, closed after its turn."""
+    for name in datasets:
+        con = duckdb.connect()
+        try:
+            con.execute("CREATE TABLE data AS SELECT user_id, item FROM read_parquet($p)",
+                        {"p": str(DATA / f"{name}.parquet")})
+            yield name, con
+        finally:
+            con.close()
+
+
 def users_part(seeds: int, epsilons: list[float], datasets: list[str], d0s: list[int], modes: list[str]) -> None:
     """aggregate() with one users metric on the (user_id, item) datasets: keys released and useful keys."""
     print(f"\n## aggregate, users metric only: δ = 1e-5, seeds 0..{seeds - 1} (mean ± sd; useful = users within "
           "10 % of the true distinct users)\n")
     print("| dataset | ε | Δ0 | keys | per_user keys | global keys | per_user useful | global useful |")
     print("|---|---:|---:|---|---:|---:|---:|---:|")
-    for name in datasets:
-        con = duckdb.connect()
-        con.execute("CREATE TABLE data AS SELECT user_id, item FROM read_parquet($p)",
-                    {"p": str(DATA / f"{name}.parquet")})
+    for name, con in pairs_tables(datasets):
         truth = dict(con.sql("SELECT item, count(*) FROM data GROUP BY item").fetchall())    # distinct pairs
         for eps in epsilons:
             for d0 in d0s:
@@ -137,7 +146,6 @@ def users_part(seeds: int, epsilons: list[float], datasets: list[str], d0s: list
                     print(f"| {name} | {eps:g} | {d0} | {keys} | {mean_sd(counts['per_user'])} | "
                           f"{mean_sd(counts['global'])} | {mean_sd(useful['per_user'])} | "
                           f"{mean_sd(useful['global'])} |", flush=True)
-        con.close()
 
 
 @contextmanager
@@ -149,10 +157,7 @@ def select_part(seeds: int, datasets: list[str], algos: list[str], d0s: list[int
     print(f"\n## select: released keys, ρ = 0.1, δ = 1e-5, seeds 0..{seeds - 1} (mean ± sd; s = seconds per run)\n")
     print("| dataset | Δ0 | algo | per_user | global | global / per_user | s (pu / gl) |")
     print("|---|---:|---|---:|---:|---:|---:|")
-    for name in datasets:
-        con = duckdb.connect()
-        con.execute("CREATE TABLE data AS SELECT user_id, item FROM read_parquet($p)",
-                    {"p": str(DATA / f"{name}.parquet")})
+    for name, con in pairs_tables(datasets):
         for d0 in d0s:
             for algo in algos:
                 res: dict[str, list[int]] = {}
@@ -166,7 +171,6 @@ def select_part(seeds: int, datasets: list[str], algos: list[str], d0s: list[int
                 ratio = f"{gl / pu:.2f}" if pu else "–"
                 print(f"| {name} | {d0} | {algo} | {mean_sd(res['per_user'])} | {mean_sd(res['global'])} | {ratio} | "
                       f"{secs['per_user']:.1f} / {secs['global']:.1f} |", flush=True)
-        con.close()
 
 
 def main() -> None:

@@ -390,11 +390,12 @@ def _aggregate(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
     ex = explain(args.algo, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
-                 max_contributions=args.max_contributions, keys_per_user=args.keys_per_user, **params)
+                 max_contributions=args.max_contributions, keys_per_user=args.keys_per_user,
+                 truncation=args.truncation, **params)
     if args.json:
         print(json.dumps({"algo": ex.algo, "citation": ex.citation, "budget": ex.budget.as_dict(),
-                          "max_contributions": ex.max_contributions, "params": ex.params,
-                          "users_needed": ex.to_arrow().to_pylist(), "notes": ex.notes},
+                          "max_contributions": ex.max_contributions, "truncation": ex.truncation,
+                          "params": ex.params, "users_needed": ex.to_arrow().to_pylist(), "notes": ex.notes},
                          default=_jsonable, indent=2))
     else:
         print(ex)
@@ -596,6 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--keys-per-user", type=int, nargs="+", metavar="K",
                      help="rows of the users table: keys each holder holds (default 1, 2, 5, … up to Δ0)")
     exp.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="mechanism parameter")
+    _truncation_argument(exp, "per_user")
     exp.add_argument("--json", action="store_true", help="print a machine-readable summary")
     exp.set_defaults(func=_explain)
 

@@ -57,13 +57,46 @@ gave (DuckDBStages.truncate), so never a function of other users' data.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
-_SIGNED64 = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT"}
-_UNSIGNED64 = {"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"}
 _MASK = "18446744073709551615"
-_HASHABLE = _SIGNED64 | _UNSIGNED64 | {"HUGEINT", "UHUGEINT", "VARCHAR", "BLOB", "BOOLEAN", "DATE", "UUID"}
+
+
+@dataclass(frozen=True)
+class _IntegerRule:
+    """One integer key type's counter: (hi, lo) as SQL over `_dp_k0`, and the same numbers from the
+    key column's numpy values (None where numpy has no such integer: the 128-bit types)."""
+    hi_sql: str
+    lo_sql: str
+    arrays: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None
+
+
+def _sign_extend(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return -(k < 0).astype(np.int64), k.astype(np.int64)
+
+
+def _zero_extend(k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return np.zeros(k.size, np.uint64), k.astype(np.uint64)
+
+
+# The per-type rule, the one table both counter_sql and counter_arrays read. Signed types sign-extend
+# (hi = −1 for negative keys, lo = the key's bits as BIGINT), unsigned ones zero-extend; the 128-bit
+# types split into their upper and lower 64 bits.
+_SIGNED = _IntegerRule("-(_dp_k0 < 0)::BIGINT", "_dp_k0::BIGINT", _sign_extend)
+_UNSIGNED = _IntegerRule("0::UBIGINT", "_dp_k0::UBIGINT", _zero_extend)
+INTEGER_COUNTERS: dict[str, _IntegerRule] = {
+    **dict.fromkeys(("TINYINT", "SMALLINT", "INTEGER", "BIGINT"), _SIGNED),
+    **dict.fromkeys(("UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT"), _UNSIGNED),
+    "HUGEINT": _IntegerRule("(_dp_k0 >> 64)::BIGINT", f"(_dp_k0 & {_MASK}::HUGEINT)::UBIGINT", None),
+    "UHUGEINT": _IntegerRule("(_dp_k0 >> 64)::UBIGINT", f"(_dp_k0 & {_MASK}::UHUGEINT)::UBIGINT", None),
+}
+_HASHABLE = set(INTEGER_COUNTERS) | {"VARCHAR", "BLOB", "BOOLEAN", "DATE", "UUID"}
+
+
+def _integer_rule(key_types: list[str]) -> _IntegerRule | None:
+    return INTEGER_COUNTERS.get(key_types[0].upper()) if len(key_types) == 1 else None
 
 
 def key_id_sql(columns: list[str]) -> str:
@@ -80,16 +113,9 @@ def hashable(key_types: list[str]) -> bool:
 
 def counter_sql(key_types: list[str]) -> tuple[str, str, bool]:
     """SQL of (hi, lo) over the internal key columns `_dp_k0, …`, and whether collisions are possible."""
-    if len(key_types) == 1:
-        t = key_types[0].upper()
-        if t in _SIGNED64:    # sign extension: hi = −1 for negative keys; lo = the bits (reinterpreted)
-            return "-(_dp_k0 < 0)::BIGINT", "_dp_k0::BIGINT", False
-        if t in _UNSIGNED64:
-            return "0::UBIGINT", "_dp_k0::UBIGINT", False
-        if t == "HUGEINT":
-            return "(_dp_k0 >> 64)::BIGINT", f"(_dp_k0 & {_MASK}::HUGEINT)::UBIGINT", False
-        if t == "UHUGEINT":
-            return "(_dp_k0 >> 64)::UBIGINT", f"(_dp_k0 & {_MASK}::UHUGEINT)::UBIGINT", False
+    rule = _integer_rule(key_types)
+    if rule is not None:
+        return rule.hi_sql, rule.lo_sql, False
     pieces = []
     for i, t in enumerate(key_types):
         s = f"hex(_dp_k{i})" if t.upper() == "BLOB" else f"CAST(_dp_k{i} AS VARCHAR)"
@@ -102,10 +128,5 @@ def counter_arrays(key_types: list[str]) -> Callable[[np.ndarray], tuple[np.ndar
     """For one integer key column of at most 64 bits, the function from its values (as numpy gives
     them) to (hi, lo): the numbers `counter_sql` computes, bit for bit, without two more columns
     through Arrow (the noise stage computes them per batch). None for every other key."""
-    if len(key_types) == 1:
-        t = key_types[0].upper()
-        if t in _SIGNED64:    # as counter_sql: hi = −1 for negative keys (sign extension), lo = the key
-            return lambda k: (-(k < 0).astype(np.int64), k.astype(np.int64))
-        if t in _UNSIGNED64:
-            return lambda k: (np.zeros(k.size, np.uint64), k.astype(np.uint64))
-    return None
+    rule = _integer_rule(key_types)
+    return None if rule is None else rule.arrays

@@ -23,6 +23,7 @@ from .privacy.budget import Budget, make_budget
 from .privacy.composition import composition_lines
 from .validation import integer
 from .validation import max_contributions as check_max_contributions
+from .validation import truncation as check_truncation
 
 if TYPE_CHECKING:
     from .mechanisms.base import Mechanism, RoundPlan
@@ -77,6 +78,7 @@ class Explanation:
     notes: list[str] = field(default_factory=list)
     _overall_probability: Callable | None = field(default=None, repr=False)
     composition: list[str] = field(default_factory=list)    # how Gaussian rounds compose (μ, σ_j, conversion)
+    truncation: str = "per_user"                             # the order users over Δ0 keep keys in (select's)
 
     def release_probability(self, n_users: ArrayLike, keys_per_user: int, round: int | None = None) -> np.ndarray:
         """P(release) (a lower bound where the round's kind is "bound") for a key held by `n_users`
@@ -128,7 +130,8 @@ class Explanation:
         return out
 
     def __str__(self) -> str:
-        head = [f"duckdp explain — {self.algo}: {self.budget}, Δ0 = {self.max_contributions}",
+        order = ", one global key order" if self.truncation == "global" else ""     # as Release.report()
+        head = [f"duckdp explain — {self.algo}: {self.budget}, Δ0 = {self.max_contributions}{order}",
                 f"  mechanism : {self.citation}"]
         head += [f"  {'accounting' if i == 0 else '':<10}: {line}" for i, line in enumerate(self.composition)]
         return "\n".join(head + self.lines())
@@ -178,8 +181,21 @@ def _users(probability: Callable[[np.ndarray, int], np.ndarray], holdings: list[
     return rows
 
 
+def _truncation_note(truncation: str, max_contributions: int) -> str:
+    """How a user over Δ0 keeps keys under `truncation` (spec private-group-by.md §7). The users tables are
+    the same under both orders (their holders have k ≤ Δ0 keys, so truncation keeps all of them), and so are
+    σ and T: the order changes which keys heavy users keep, never the sensitivity."""
+    if truncation == "global":
+        return (f"users with k > Δ0 = {max_contributions} keys keep the first Δ0 of them in one secret order of "
+                "the keys (fresh per round), the same for every user: each holds a given key with probability "
+                "Δ0/k, but not independently — a key early in the order is kept by all its holders, a late one "
+                "by few; σ and T are those of truncation='per_user'")
+    return (f"users with k > Δ0 = {max_contributions} keys keep a uniform random Δ0 of them, so each "
+            "holds a given key with probability Δ0/k")
+
+
 def _explain_plan(mech: Mechanism, budget: Budget, params: Params, holdings: list[int],
-                  plans: list[RoundPlan] | None = None) -> Explanation:
+                  plans: list[RoundPlan] | None = None, truncation: str = "per_user") -> Explanation:
     """Tabulate `mech`'s own per-round guarantees for `plans` (default: a fresh data-free plan)."""
     max_contributions = params.delta0
     plans = mech.plan(budget, params) if plans is None else plans
@@ -196,14 +212,13 @@ def _explain_plan(mech: Mechanism, budget: Budget, params: Params, holdings: lis
     overall = [] if overall_fn is None else (rounds[0].users if overall_fn is rounds[0].probability
                                              else _users(overall_fn, holdings, exponent))
     if mech.truncates:
-        notes.append(f"users with k > Δ0 = {max_contributions} keys keep a uniform random Δ0 of them, so each "
-                     "holds a given key with probability Δ0/k")
+        notes.append(_truncation_note(truncation, max_contributions))
     if mech.unproven:
         notes.append("caution: " + mech.unproven)
     mus = [p.mu for p in plans if p.mu is not None]
     composition = composition_lines(budget, [p.scale for p in plans], mus) if len(mus) == len(plans) else []
     return Explanation(mech.name, mech.citation, budget, max_contributions, dict(params), rounds, overall, notes,
-                       overall_fn, composition)
+                       overall_fn, composition, truncation)
 
 
 def _check_holdings(keys_per_user: object, max_contributions: int) -> list[int]:
@@ -217,21 +232,27 @@ def _check_holdings(keys_per_user: object, max_contributions: int) -> list[int]:
 
 
 def explain(algo: str, *, epsilon: float | None = None, rho: float | None = None, delta: float | None = None,
-            max_contributions: int = 100, keys_per_user: list[int] | None = None, **algo_params: Any) -> Explanation:
+            max_contributions: int = 100, keys_per_user: list[int] | None = None, truncation: str = "per_user",
+            **algo_params: Any) -> Explanation:
     """Explain, without data, what a key needs to be released by `algo` at this budget and Δ0.
 
-    `keys_per_user` lists the k values of the users table (default 1, 2, 5, … up to Δ0).
+    `keys_per_user` lists the k values of the users table (default 1, 2, 5, … up to Δ0). `truncation` is
+    select()'s: the order a user over Δ0 keeps keys in; it changes the note on such users, not σ, T or the
+    tables (their holders are not truncated).
     """
     mech = mechanisms.get(algo)
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     mech.check_budget(budget)
+    check_truncation(truncation)
+    if truncation != "per_user" and not mech.truncates:        # as select() refuses it
+        raise InvalidParameter(f"{mech.name} does not bound users to Δ0 keys; truncation={truncation!r} does not apply")
     max_contributions = check_max_contributions(max_contributions)
     # Explaining runs nothing, so mechanisms kept only as baselines are explained too (with their caution).
     params = Params(max_contributions,
                     mech.check_params(algo_params | {"allow_unproven": True} if mech.unproven else algo_params))
     holdings = default_holdings(max_contributions) if keys_per_user is None else _check_holdings(keys_per_user,
                                                                                                  max_contributions)
-    return _explain_plan(mech, budget, params, holdings)
+    return _explain_plan(mech, budget, params, holdings, truncation=truncation)
 
 
 def release_section(release: Release) -> list[str]:
@@ -247,7 +268,7 @@ def explain_release(release: Release) -> Explanation | None:
         return None
     compact = sorted({k for k in (1, 10, release.max_contributions) if k <= release.max_contributions})
     return _explain_plan(mech, release.budget, Params(release.max_contributions, release.params), compact,
-                         release.plan)
+                         release.plan, release.truncation)
 
 
 __all__ = ["explain", "explain_release", "Explanation", "RoundExplanation", "UsersNeeded"]

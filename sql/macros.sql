@@ -4,7 +4,8 @@
 --   SELECT * FROM duckdp_weighted_gaussian('reviews', 'user_id', 'item', epsilon := 1, delta := 1e-6);
 --
 -- Table macros (user-level privacy: adding/removing one user with all their rows):
---   duckdp_weighted_gaussian(tbl, user_col, item_col, epsilon|rho, delta, max_contributions := 100)
+--   duckdp_weighted_gaussian(tbl, user_col, item_col, epsilon|rho, delta, max_contributions := 100,
+--                            truncation := 'per_user')   (every macro that truncates users to Δ0 takes it)
 --   duckdp_count_gaussian(...)       same arguments; counts, noise scaled by √Δ0
 --   duckdp_dpsips(..., iterations := 3, ratio := 1/3)   DP-SIPS Alg. 3
 --   duckdp_adaptive_sips(..., iterations := 3, ratio := 1/3, a_drop := -0.5, a_full := 0.5, beta_min := 0.5)
@@ -20,6 +21,8 @@
 -- are matched to the input's columns by name, case-insensitively, and never spliced into SQL text;
 -- a name that matches no column fails with DuckDB's `Could not find key "x" in struct`. Input
 -- columns must not start with `_dp_`; rows with a NULL user or item are refused.
+-- `truncation :=` is duckdp.select's: the order a user over Δ0 keeps keys in, 'per_user' (default: a
+-- uniform Δ0-subset per user) or 'global' (one secret order of the keys for every user, fresh per round).
 -- Give exactly one of `epsilon :=` ((ε, δ)-DP) or `rho :=` (δ-approximate ρ-zCDP), and `delta :=`.
 -- Scalar macros: duckdp_ndtr (Φ), duckdp_ndtri (Φ⁻¹), duckdp_erf, duckdp_expm1, duckdp_log1p,
 -- duckdp_zcdp_sigma, duckdp_analytic_gaussian_sigma, duckdp_gaussian_threshold.
@@ -27,7 +30,7 @@
 -- RANDOMNESS — A KEYED PRF. Every noise value and the truncation order are SHA-256 of this file's
 -- secret (duckdp_secret(), 256 bits from os.urandom written by `duckdp macros`; keep the file
 -- private: `duckdp macros -o duckdp.sql` creates it mode 0600) followed by a fixed-length message:
--- salt ‖ key id for noise, salt ‖ hash(user, key) for truncation. Each call draws a fresh nonce
+-- salt ‖ key id for noise, salt ‖ hash(user, key) (or hash(key): 'global') for truncation. Each call draws a fresh nonce
 -- (uuid(), the transaction time and a sequence), and the salts of its rounds are PRF values of
 -- (nonce, round, purpose), so calls never share noise. DuckDB's random(), uuid() and hash() only make
 -- the inputs distinct; none of them is relied on for secrecy, and setseed() does not make runs
@@ -270,22 +273,33 @@ FROM calibrated ORDER BY _dp_round;
 
 -- ---------------------------------------------------------------------------------------------
 -- Table macros: weight → noise → threshold. Internal columns start with `_dp_`. Truncation keeps
--- each user's Δ0 keys of smallest PRF value (a uniform subset, fixed given the salt).
+-- each user's Δ0 keys of smallest PRF value (a uniform subset, fixed given the salt; 'global': the
+-- first Δ0 in one order of the keys).
 -- ---------------------------------------------------------------------------------------------
 
--- The truncation order, shared by every table macro: a PRF value of (salt, hash(user, key)),
--- unpredictable without the secret. hash() only shortens the pair; callers break ties (two keys
--- of one user with equal hashes) by the key itself, so the kept subset is a function of the user's
--- own keys and the salt.
-CREATE OR REPLACE TEMP MACRO duckdp_trunc_order(user_id, item, salt) AS
-  duckdp_prf('T' || duckdp_hex64(salt) || duckdp_hex64(hash(user_id, item)));
+-- `truncation :=` checked once per call, in the macro's plan (no data read): 'per_user' or 'global'.
+CREATE OR REPLACE TEMP MACRO duckdp_truncation(truncation) AS
+  CASE WHEN truncation IN ('per_user', 'global') THEN truncation::VARCHAR
+       ELSE error('duckdp: truncation must be ''per_user'' or ''global'' (the order a user over Δ0 keeps keys in)')
+  END;
+
+-- The truncation order, shared by every table macro: a PRF value of (salt, hash(user, key)) —
+-- 'global': of (salt, hash(key)), one order of the keys for every user (docs/specs/private-group-by.md
+-- §7) — unpredictable without the secret. hash() only shortens its input; callers break ties (two keys
+-- with equal hashes) by the key itself, so the kept subset is a function of the user's own keys and
+-- the salt under either order, which is all the mechanisms' sensitivity bounds use (spec §7).
+CREATE OR REPLACE TEMP MACRO duckdp_trunc_order(user_id, item, salt, truncation := 'per_user') AS
+  duckdp_prf('T' || duckdp_hex64(salt)
+             || duckdp_hex64(CASE WHEN truncation = 'global' THEN hash(item) ELSE hash(user_id, item) END));
 
 -- A pair's rank among its user's `size` pairs in truncation order (ties by the key): the truncation
 -- window, written once; every table macro keeps the pairs of rank ≤ Δ0. A user with size ≤ Δ0
 -- keeps every pair whatever the order, so the PRF is computed only for users over Δ0.
-CREATE OR REPLACE TEMP MACRO duckdp_trunc_rank(user_id, item, salt, size, max_contributions) AS
+CREATE OR REPLACE TEMP MACRO duckdp_trunc_rank(user_id, item, salt, size, max_contributions,
+                                               truncation := 'per_user') AS
   row_number() OVER (PARTITION BY user_id ORDER BY CASE WHEN size > max_contributions
-                                                        THEN duckdp_trunc_order(user_id, item, salt) END, item);
+                                                        THEN duckdp_trunc_order(user_id, item, salt,
+                                                                                truncation := truncation) END, item);
 
 -- Distinct (user, key) pairs of `tbl`, the key twice: as _dp_item and under its own name (for the
 -- output). Columns are matched by name, never spliced into SQL; NULL users/items are refused.
@@ -305,13 +319,15 @@ WHERE CASE WHEN lower(user_col) = lower(item_col) THEN error('duckdp: user_col a
 -- One weight-and-threshold round over `pairs_tbl` (Gopi et al. 2020 §1.1): each user keeps Δ0 keys
 -- and adds least(|W_u|, Δ0)^(−weight_exponent) to each; noise N(0, σ²); keys with noisy weight ≥ T.
 CREATE OR REPLACE TEMP MACRO duckdp_basic(tbl, user_col, item_col, epsilon, rho, delta, max_contributions,
-                                          weight_exponent, sensitivity, novelty_exponent) AS TABLE
+                                          weight_exponent, sensitivity, novelty_exponent, truncation) AS TABLE
 WITH plan AS MATERIALIZED (      -- σ and T (no data read) and this run's salts, drawn once
-  SELECT sigma, threshold, duckdp_salt(nonce, 0, 't') AS _dp_trunc_salt, duckdp_salt(nonce, 0, 'n') AS _dp_noise_salt
+  SELECT sigma, threshold, duckdp_salt(nonce, 0, 't') AS _dp_trunc_salt, duckdp_salt(nonce, 0, 'n') AS _dp_noise_salt,
+         duckdp_truncation(truncation) AS _dp_truncation
   FROM (SELECT duckdp_nonce() AS nonce), duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
                    sensitivity := sensitivity, novelty_exponent := novelty_exponent)
 ), ranked AS (       -- each user's keys in salted-hash order, with the user's distinct-key count
-  SELECT sized.*, duckdp_trunc_rank(_dp_user, _dp_item, plan._dp_trunc_salt, _dp_size, max_contributions) AS _dp_rank
+  SELECT sized.*, duckdp_trunc_rank(_dp_user, _dp_item, plan._dp_trunc_salt, _dp_size, max_contributions,
+                                    truncation := plan._dp_truncation) AS _dp_rank
   FROM (SELECT pairs.*, count(*) OVER (PARTITION BY _dp_user) AS _dp_size
         FROM duckdp_pairs(tbl, user_col, item_col) AS pairs) AS sized, plan
 ), weighted AS (     -- per-key weight sums over the kept pairs
@@ -327,14 +343,16 @@ SELECT * EXCLUDE (_dp_item, _dp_w, _dp_key_id) __DUCKDP_SEEDED_COLUMN__ FROM rel
 -- Weighted Gaussian: weight 1/√|W̄_u|, ℓ2 sensitivity 1, ρ(k) = 1/√k (Gopi et al. 2020 Thm 5.1;
 -- zCDP: DP-SIPS Alg. 2, Thm 13).
 CREATE OR REPLACE TEMP MACRO duckdp_weighted_gaussian(tbl, user_col, item_col, epsilon := NULL, rho := NULL,
-                                                      delta := NULL, max_contributions := 100) AS TABLE
-SELECT * FROM duckdp_basic(tbl, user_col, item_col, epsilon, rho, delta, max_contributions, 0.5, 1, 0.5);
+                                                      delta := NULL, max_contributions := 100,
+                                                      truncation := 'per_user') AS TABLE
+SELECT * FROM duckdp_basic(tbl, user_col, item_col, epsilon, rho, delta, max_contributions, 0.5, 1, 0.5, truncation);
 
 -- Count Gaussian: weight 1, ℓ2 sensitivity √Δ0, ρ(k) = 1 (Gopi et al. 2020 §1.1, journal Thm A.2).
 CREATE OR REPLACE TEMP MACRO duckdp_count_gaussian(tbl, user_col, item_col, epsilon := NULL, rho := NULL,
-                                                   delta := NULL, max_contributions := 100) AS TABLE
+                                                   delta := NULL, max_contributions := 100,
+                                                   truncation := 'per_user') AS TABLE
 SELECT * FROM duckdp_basic(tbl, user_col, item_col, epsilon, rho, delta, max_contributions, 0.0,
-                           sqrt(max_contributions::DOUBLE), 0.0);
+                           sqrt(max_contributions::DOUBLE), 0.0, truncation);
 
 -- DP-SIPS and adaptive SIPS: I rounds of one round, chained by a recursive CTE (duckdp_sips).
 -- Round j's share of the budget is r^{I−j−1}(1−r)/(1−r^I), 1/I when r = 1 (DP-SIPS Alg. 3,
@@ -374,12 +392,13 @@ FROM duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributio
 -- Privacy: each round is a Gaussian mechanism of ℓ2 sensitivity 1 given the public state, novel
 -- keys bounded by T_j (spec privacy steps 1–3; DP-SIPS Thm 13, 14; Dong, Roth & Su 2022 Cor. 3.3).
 CREATE OR REPLACE TEMP MACRO duckdp_sips(tbl, user_col, item_col, epsilon, rho, delta, max_contributions,
-                                         iterations, ratio, a_drop, a_full, beta_min) AS TABLE
+                                         iterations, ratio, a_drop, a_full, beta_min, truncation) AS TABLE
 WITH RECURSIVE plan AS MATERIALIZED (   -- σ_j, T_j, c_j of every round and its salts (no data read)
   SELECT list(sigma ORDER BY round) AS _dp_sigma, list(threshold ORDER BY round) AS _dp_threshold,
          list(cap ORDER BY round) AS _dp_cap,
          list_transform(range(count(*)), lambda j: duckdp_salt(any_value(nonce), j, 't')) AS _dp_trunc_salt,
-         list_transform(range(count(*)), lambda j: duckdp_salt(any_value(nonce), j, 'n')) AS _dp_noise_salt
+         list_transform(range(count(*)), lambda j: duckdp_salt(any_value(nonce), j, 'n')) AS _dp_noise_salt,
+         duckdp_truncation(truncation) AS _dp_truncation
   FROM (SELECT duckdp_nonce() AS nonce),
        duckdp_sips_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions,
                         iterations := iterations, ratio := ratio, beta_min := beta_min)
@@ -391,12 +410,13 @@ WITH RECURSIVE plan AS MATERIALIZED (   -- σ_j, T_j, c_j of every round and its
     WITH open AS (   -- step 1: R_u, the pairs still in play, with the round's parameters
       SELECT rounds.*, plan._dp_sigma[_dp_round + 1] AS _dp_s, plan._dp_threshold[_dp_round + 1] AS _dp_t,
              plan._dp_cap[_dp_round + 1] AS _dp_c, plan._dp_trunc_salt[_dp_round + 1] AS _dp_ts,
-             plan._dp_noise_salt[_dp_round + 1] AS _dp_ns
+             plan._dp_noise_salt[_dp_round + 1] AS _dp_ns, plan._dp_truncation AS _dp_tr
       FROM rounds, plan WHERE _dp_status = 'o' AND _dp_round < len(plan._dp_sigma)
     ), kept AS (     -- step 2: R̃_u and d
       SELECT _dp_user, _dp_item, _dp_level, _dp_c, least(_dp_size, max_contributions) AS _dp_d
       FROM (SELECT *, count(*) OVER (PARTITION BY _dp_user) AS _dp_size FROM open)
-      QUALIFY duckdp_trunc_rank(_dp_user, _dp_item, _dp_ts, _dp_size, max_contributions) <= max_contributions
+      QUALIFY duckdp_trunc_rank(_dp_user, _dp_item, _dp_ts, _dp_size, max_contributions,
+                                truncation := _dp_tr) <= max_contributions
     ), counted AS (  -- step 3: Σl² = n_hi + n_lo·β² from counts (β the lower level), never a float sum
       SELECT *, count(*) FILTER (WHERE _dp_level >= 1) OVER (PARTITION BY _dp_user) AS _dp_nhi,
              count(*) FILTER (WHERE _dp_level < 1) OVER (PARTITION BY _dp_user)
@@ -418,7 +438,7 @@ WITH RECURSIVE plan AS MATERIALIZED (   -- σ_j, T_j, c_j of every round and its
                   FROM (SELECT DISTINCT _dp_item, _dp_s, _dp_t, _dp_ns FROM open) AS keys
                   LEFT JOIN weights USING (_dp_item)))
     )
-    SELECT open.* EXCLUDE (_dp_round, _dp_status, _dp_level, _dp_s, _dp_t, _dp_c, _dp_ts, _dp_ns),
+    SELECT open.* EXCLUDE (_dp_round, _dp_status, _dp_level, _dp_s, _dp_t, _dp_c, _dp_ts, _dp_ns, _dp_tr),
            open._dp_round + 1,
            CASE WHEN _dp_released THEN 'r' WHEN _dp_z < a_drop::DOUBLE THEN 'd' ELSE 'o' END,
            CASE WHEN _dp_z >= a_full::DOUBLE THEN 1.0e0 ELSE beta_min::DOUBLE END
@@ -432,21 +452,23 @@ ORDER BY _dp_item;
 -- its share of ε or ρ and of δ on every user's set minus the keys released so far, re-truncated
 -- to Δ0; the output is the union. zCDP composes additively (Thm 14); (ε, δ) exactly as Gaussians.
 CREATE OR REPLACE TEMP MACRO duckdp_dpsips(tbl, user_col, item_col, epsilon := NULL, rho := NULL, delta := NULL,
-                                           max_contributions := 100, iterations := 3, ratio := 1 / 3) AS TABLE
+                                           max_contributions := 100, iterations := 3, ratio := 1 / 3,
+                                           truncation := 'per_user') AS TABLE
 SELECT * FROM duckdp_sips(tbl, user_col, item_col, epsilon, rho, delta, max_contributions, iterations, ratio,
-                          '-infinity'::DOUBLE, '-infinity'::DOUBLE, 1);
+                          '-infinity'::DOUBLE, '-infinity'::DOUBLE, 1, truncation);
 
 -- Adaptive SIPS (docs/specs/adaptive-sips.md): DP-SIPS rounds in which keys whose noisy weight fell
 -- below a_drop·σ are dropped and keys below a_full·σ get level β_min; defaults as in Python.
 CREATE OR REPLACE TEMP MACRO duckdp_adaptive_sips(tbl, user_col, item_col, epsilon := NULL, rho := NULL,
                                                   delta := NULL, max_contributions := 100, iterations := 3,
-                                                  ratio := 1 / 3, a_drop := -0.5, a_full := 0.5, beta_min := 0.5) AS TABLE
+                                                  ratio := 1 / 3, a_drop := -0.5, a_full := 0.5, beta_min := 0.5,
+                                                  truncation := 'per_user') AS TABLE
 SELECT * FROM duckdp_sips(tbl, user_col, item_col, epsilon, rho, delta, max_contributions, iterations, ratio,
   CASE WHEN NOT (a_drop::DOUBLE > '-infinity'::DOUBLE AND a_drop::DOUBLE < 'infinity'::DOUBLE
                  AND a_full::DOUBLE > '-infinity'::DOUBLE AND a_full::DOUBLE < 'infinity'::DOUBLE)
          THEN error('duckdp: a_drop and a_full must be finite numbers (in units of the round''s σ)')::DOUBLE
        WHEN a_drop::DOUBLE > a_full::DOUBLE THEN error('duckdp: a_drop must not exceed a_full')::DOUBLE
-       ELSE a_drop::DOUBLE END, a_full, beta_min);
+       ELSE a_drop::DOUBLE END, a_full, beta_min, truncation);
 
 -- MAD, unbiased (Chen et al. ICML 2025, Alg. 3, as reconstructed in docs/specs/mad-mad2r.md §5): capped
 -- sets S̃_u with d_u = |S̃_u| and w^u_i = 1/√d_u; adaptive users A have Δ_min ≤ d_u ≤ Δ_max.
@@ -456,7 +478,8 @@ SELECT * FROM duckdp_sips(tbl, user_col, item_col, epsilon, rho, delta, max_cont
 -- Basic's σ and T apply (Corollary 5.2); τ ≥ 1 is required (Lemma 5.4).
 CREATE OR REPLACE TEMP MACRO duckdp_mad(tbl, user_col, item_col, epsilon := NULL, rho := NULL, delta := NULL,
                                         max_contributions := 100, adaptive_excess := 3,
-                                        adaptive_min_degree := 2, max_adaptive_degree := NULL) AS TABLE
+                                        adaptive_min_degree := 2, max_adaptive_degree := NULL,
+                                        truncation := 'per_user') AS TABLE
 WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the salts
   SELECT sigma, threshold,
          CASE WHEN NOT adaptive_excess::DOUBLE >= 0 THEN error('duckdp: adaptive_excess must be >= 0')::DOUBLE
@@ -470,12 +493,14 @@ WITH plan AS MATERIALIZED (      -- σ, T, τ, f, Δ_max (no data read) and the 
               ELSE adaptive_min_degree::BIGINT END AS _dp_min_degree,
          1 / sqrt(coalesce(max_adaptive_degree, max_contributions)::DOUBLE)
            - 1 / (2 * coalesce(max_adaptive_degree, max_contributions)::DOUBLE) AS _dp_reroute,
-         duckdp_salt(nonce, 0, 't') AS _dp_trunc_salt, duckdp_salt(nonce, 0, 'n') AS _dp_noise_salt
+         duckdp_salt(nonce, 0, 't') AS _dp_trunc_salt, duckdp_salt(nonce, 0, 'n') AS _dp_noise_salt,
+         duckdp_truncation(truncation) AS _dp_truncation
   FROM (SELECT duckdp_nonce() AS nonce), duckdp_plan(epsilon := epsilon, rho := rho, delta := delta, max_contributions := max_contributions)
 ), bounded AS MATERIALIZED (     -- kept pairs with d_u and whether the user is adaptive
   SELECT r.* EXCLUDE (_dp_rank, _dp_size), least(_dp_size, max_contributions)::DOUBLE AS _dp_d,
          least(_dp_size, max_contributions) BETWEEN plan._dp_min_degree AND plan._dp_max_degree AS _dp_adaptive
-  FROM (SELECT p.*, duckdp_trunc_rank(_dp_user, _dp_item, plan._dp_trunc_salt, _dp_size, max_contributions) AS _dp_rank
+  FROM (SELECT p.*, duckdp_trunc_rank(_dp_user, _dp_item, plan._dp_trunc_salt, _dp_size, max_contributions,
+                                      truncation := plan._dp_truncation) AS _dp_rank
         FROM (SELECT pairs.*, count(*) OVER (PARTITION BY _dp_user) AS _dp_size
               FROM duckdp_pairs(tbl, user_col, item_col) AS pairs) AS p, plan) AS r, plan
   WHERE _dp_rank <= max_contributions

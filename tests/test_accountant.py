@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 
-import duckdb
 import pytest
 
 import duckdp
@@ -136,11 +135,10 @@ def test_old_ledger_events_still_load():
 
 
 @pytest.fixture
-def con():
-    c = duckdb.connect()
-    c.execute("CREATE TABLE t AS SELECT (i % 300) AS user_id, (i % 7) AS item FROM range(3000) r(i)")
-    yield c
-    c.close()
+def con(con):
+    """conftest's connection with a small table t."""
+    con.execute("CREATE TABLE t AS SELECT (i % 300) AS user_id, (i % 7) AS item FROM range(3000) r(i)")
+    return con
 
 
 def test_a_user_accountant_budgets_several_selects(con):

@@ -174,6 +174,10 @@ def test_explain_command_text_and_json():
     assert js.returncode == 0, js.stderr
     rows = json.loads(js.stdout)["users_needed"]
     assert [r["keys_per_user"] for r in rows] == [1, 7] and all(r["users_50"] > 0 for r in rows)
+    glob = run("explain", "mad2r", "--rho", "0.1", "--delta", "1e-6", "--truncation", "global", "--json")
+    assert glob.returncode == 0, glob.stderr
+    out = json.loads(glob.stdout)
+    assert out["truncation"] == "global" and any("one secret order of the keys" in n for n in out["notes"])
 
 
 def test_ledger_charges_runs_across_commands_and_refuses_an_overrun(data, tmp_path):

@@ -124,6 +124,19 @@ def test_gumbel_scale_is_rounded_up_where_float_division_rounds_down():
     assert Fraction(beta) * Fraction(0.0011) >= 1
 
 
+def test_decisions_depend_on_count_differences_only():
+    """Alg. 1 is invariant under adding one constant to every count (scores and c_(k̄+1) move together),
+    so the implementation must be too, whatever the counts' size: it compares counts relative to the
+    largest (exact integers), never raw c + β·g, which rounds on the largest count's float grid (whole
+    units at 2⁵²) and so let the counts' magnitude, not only the data's differences, move the outcomes."""
+    counts, shift = zipf_counts(400, top=3000.0), 2**52
+    base, moved = run(counts, 2.0, 1e-6, 3, kbar=300), run(counts + shift, 2.0, 1e-6, 3, kbar=300)
+    assert base.positions.size > 20
+    assert np.array_equal(base.positions, moved.positions)
+    assert np.array_equal(base.noisy_counts + shift, moved.noisy_counts)
+    assert base.ledger.drop_columns(["step"]).equals(moved.ledger.drop_columns(["step"]))
+
+
 def test_bottom_handling_and_removal_of_found_items():
     counts = np.array([5000.0, 4000.0, 3000.0])
     res = run(counts, 1.0, 1e-6, 1, kbar=3)

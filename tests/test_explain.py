@@ -12,6 +12,7 @@ from scipy import stats
 
 import duckdp
 from duckdp.errors import InvalidParameter
+from duckdp.explain import explain_release
 
 
 def crossing(prob, target: float, n: int) -> bool:
@@ -178,3 +179,37 @@ def test_evaluate_bad_input_leaves_no_objects(con):
     with pytest.raises(duckdp.SchemaError):
         duckdp.evaluate(con, "h", fake_release({"item": ["b"]}), user_col="nope")
     assert leftovers(con) == []
+
+
+@pytest.mark.parametrize("algo", ["weighted_gaussian", "dpsips", "adaptive_sips", "mad2r"])
+def test_explain_shows_the_truncation_order(algo):
+    """truncation= as in select(): "global" is named in the header and changes the note on users over Δ0;
+    σ, T and the users tables stay (their holders have k ≤ Δ0 keys, untruncated; spec §7)."""
+    per_user = duckdp.explain(algo, rho=0.1, delta=1e-6, max_contributions=10)
+    assert str(per_user) == str(duckdp.explain(algo, rho=0.1, delta=1e-6, max_contributions=10,
+                                               truncation="per_user"))
+    assert per_user.truncation == "per_user" and "global" not in str(per_user)
+    glob = duckdp.explain(algo, rho=0.1, delta=1e-6, max_contributions=10, truncation="global")
+    text = str(glob)
+    assert glob.truncation == "global" and "Δ0 = 10, one global key order" in text.splitlines()[0]
+    assert any("one secret order of the keys" in n for n in glob.notes)
+    assert not any("uniform random Δ0" in n for n in glob.notes)
+    assert glob.to_arrow().equals(per_user.to_arrow())
+    assert [(r.scale, r.threshold) for r in glob.rounds] == [(r.scale, r.threshold) for r in per_user.rounds]
+
+
+def test_explain_refuses_a_truncation_that_does_not_apply():
+    with pytest.raises(InvalidParameter, match="truncation must be one of 'per_user', 'global'"):
+        duckdp.explain("dpsips", rho=0.1, delta=1e-6, truncation="random")
+    with pytest.raises(InvalidParameter, match="gw does not bound users to Δ0 keys; truncation='global'"):
+        duckdp.explain("gw", epsilon=1.0, delta=1e-6, truncation="global")
+
+
+def test_release_report_explains_with_the_release_truncation(con):
+    """Release.report()'s explanation section follows the release's own truncation order."""
+    con.execute("CREATE TABLE t AS SELECT i % 97 AS user_id, i % 31 AS item FROM range(3000) r(i)")
+    rel = duckdp.select(con, "t", algo="weighted_gaussian", rho=0.5, delta=1e-6, max_contributions=5, seed=1,
+                        truncation="global")
+    report = rel.report()
+    assert "one secret order of the keys" in report and "uniform random Δ0" not in report
+    assert explain_release(rel).truncation == "global"

@@ -28,13 +28,11 @@ DELTA0 = 8
 
 
 @pytest.fixture
-def con():
-    c = duckdb.connect()
-    # One thread: DuckDB's parallel SUM adds floats in a varying order, so at 2 threads the eager path
-    # differs from itself in the last bit of some weights (6 of 24 repeated runs here); one thread is exact.
-    c.execute("SET threads = 1")
-    yield c
-    c.close()
+def con(con):
+    """conftest's connection at one thread: DuckDB's parallel SUM adds floats in a varying order, so at 2
+    threads the eager path differs from itself in the last bit of some weights (6 of 24 repeated runs here)."""
+    con.execute("SET threads = 1")
+    return con
 
 
 def _table(con: duckdb.DuckDBPyConnection, string_keys: bool) -> None:

@@ -579,6 +579,7 @@ def test_adaptive_sips_counts_match_expectation(mcon):
     ("beta_min := 2", "beta_min must be in (0, 1]"),
     ("a_drop := 1, a_full := 0", "a_drop must not exceed a_full"),
     ("a_drop := 'infinity'::DOUBLE", "must be finite numbers"),
+    ("truncation := 'random'", "truncation must be 'per_user' or 'global'"),
 ])
 def test_bad_arguments_are_duckdp_errors(mcon, args, message):
     """Bad arguments fail with a duckdp error naming them (Δ0 = 1e12 gave "Lists larger than 2^32")."""
@@ -658,6 +659,61 @@ def test_truncation_keeps_the_delta0_smallest_prf_keys(mcon):
     mcon.sql("SELECT * FROM duckdp_weighted_gaussian('tr', 'user_id', 'item', rho := 1, delta := 1e-5, "
              "max_contributions := 4)").fetchall()
     assert sum(seen) == pytest.approx(30 * 4 / 2 + 3 / math.sqrt(3), rel=1e-12) and len(seen) == 30 * 4 + 3
+
+
+TRUNCATING_MACROS = {"weighted_gaussian": "", "count_gaussian": "", "dpsips": ", iterations := 1",
+                     "adaptive_sips": ", iterations := 1", "mad": ""}
+
+
+def _recorded_weights(con, macro: str, table: str, truncation: str | None, seen: list) -> list[float]:
+    """The weights `macro` passes to the noise (one round) under `truncation :=` (None: the default), as
+    recorded into `seen` by the hook record_noise_inputs installed; the same setseed() each time, so under the
+    fixture's test key every call draws the same salts."""
+    seen.clear()
+    con.execute("SELECT setseed(0.25)").fetchall()
+    arg = "" if truncation is None else f", truncation := '{truncation}'"
+    con.sql(f"SELECT * FROM duckdp_{macro}('{table}', 'user_id', 'item', rho := 1, delta := 1e-5, "
+            f"max_contributions := 4{TRUNCATING_MACROS[macro]}{arg})").fetchall()
+    return sorted(seen)
+
+
+@pytest.mark.parametrize("macro", list(TRUNCATING_MACROS))
+def test_global_truncation_keeps_one_key_order_in_every_macro(mcon, macro):
+    """truncation := 'global' (spec private-group-by.md §7): 30 users holding the same 10 keys, Δ0 = 4, all
+    keep the same 4 keys, so exactly 4 keys get weight; 'per_user' (also the default, unchanged) spreads
+    them over all 10. Users within Δ0 are not truncated: there both orders give the same weights."""
+    mcon.execute("CREATE TABLE same AS SELECT 'u' || (i // 10) AS user_id, i % 10 AS item FROM range(300) r(i)")
+    mcon.execute("CREATE TABLE small AS SELECT 'u' || (i // 3) AS user_id, (i * 7) % 20 AS item FROM range(90) r(i)")
+    seen: list = []
+    record_noise_inputs(mcon, lambda value, scale, salt, key_id: seen.extend(value.to_pylist()) or value)
+    glob = _recorded_weights(mcon, macro, "same", "global", seen)
+    per_user = _recorded_weights(mcon, macro, "same", "per_user", seen)
+    assert sum(w > 0 for w in glob) == 4 and sum(w > 0 for w in per_user) == 10
+    assert _recorded_weights(mcon, macro, "same", None, seen) == per_user
+    small = [_recorded_weights(mcon, macro, "small", t, seen) for t in ("global", "per_user")]
+    assert small[0] == small[1] and len(small[0]) > 0
+
+
+def test_global_truncation_order_is_the_keyed_prf_of_the_key_alone():
+    """duckdp_trunc_order(…, truncation := 'global') = PRF(salt ‖ hash(key)), whoever the user; the default
+    is unchanged: PRF(salt ‖ hash(user, key))."""
+    text = macro_sql(test_key=4)
+    con = duckdb.connect()
+    con.execute(text)
+    secret = _secret_of(text)
+    got = con.sql("SELECT duckdp_trunc_order('u', 'k', 9::UBIGINT, truncation := 'global'), "
+                  "duckdp_trunc_order('v', 'k', 9::UBIGINT, truncation := 'global'), "
+                  "duckdp_trunc_order('u', 'k', 9::UBIGINT), hash('k'), hash('u', 'k')").fetchall()[0]
+    assert got[0] == got[1] == _prf(secret, f"T{9:016X}{got[3]:016X}")
+    assert got[2] == _prf(secret, f"T{9:016X}{got[4]:016X}")
+
+
+@pytest.mark.parametrize("macro", ["weighted_gaussian", "count_gaussian", "mad"])
+def test_bad_truncation_is_refused(mcon, macro):
+    mcon.execute("CREATE TABLE b AS SELECT 'u' || i AS user_id, 'k' AS item FROM range(10) r(i)")
+    with pytest.raises(duckdb.Error, match="truncation must be 'per_user' or 'global'"):
+        mcon.sql(f"SELECT * FROM duckdp_{macro}('b', 'user_id', 'item', rho := 1, delta := 1e-5, "
+                 "truncation := 'per_key')").fetchall()
 
 
 # --- max_contributions 'auto' in the shell (issue 21) -------------------------------------------

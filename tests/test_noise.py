@@ -11,7 +11,7 @@ from scipy.stats import gumbel_r, kstest, laplace, norm
 
 import duckdp
 from duckdp import noise_stage, prf
-from duckdp.counters import counter_arrays, counter_sql
+from duckdp.counters import INTEGER_COUNTERS, counter_arrays, counter_sql
 from duckdp.errors import InvalidParameter
 from duckdp.prf import KINDS, PRFKey, _aes, _u64, noise, standard, uniform_from_words
 from duckdp.rng import Randomness
@@ -242,11 +242,18 @@ _NUMPY_INT = {"TINYINT": np.int8, "SMALLINT": np.int16, "INTEGER": np.int32, "BI
               "UTINYINT": np.uint8, "USMALLINT": np.uint16, "UINTEGER": np.uint32, "UBIGINT": np.uint64}
 
 
+def test_every_numpy_counter_rule_is_checked_against_sql():
+    """The parametrisation below covers every integer type whose counters.INTEGER_COUNTERS rule has a
+    numpy side, so no rule can gain one untested."""
+    assert {t for t, rule in INTEGER_COUNTERS.items() if rule.arrays is not None} == set(_NUMPY_INT)
+
+
 @pytest.mark.parametrize("kind", list(_NUMPY_INT))
 def test_integer_counters_from_the_key_column_are_the_sql_counters(con, kind):
     """The noise stage computes integer keys' counters from the key column it streams
     (counters.counter_arrays) instead of two more SQL columns: the same (hi, lo) as counter_sql, bit for
-    bit, at both ends of the type, around 0 and at ±2³¹ where the type has them."""
+    bit, at both ends of the type, around 0 and at ±2³¹ where the type has them. Both come from one
+    rule (counters.INTEGER_COUNTERS); this checks the rule's two sides agree."""
     info = np.iinfo(_NUMPY_INT[kind])
     values = sorted({v for v in (int(info.min), int(info.min) + 1, -(2**31), -1, 0, 1, 2**31 - 1, 2**31, int(info.max))
                      if info.min <= v <= info.max})

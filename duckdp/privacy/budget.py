@@ -31,11 +31,12 @@ error 2⁻⁵² could be claimed at all. The reported δ does not include the te
 N ≤ R·Δ0 (the new user's ≤ Δ0 kept keys in each of R rounds) for basic, the weighted mechanisms,
 truncated geometric and DP-SIPS. Adaptive SIPS draws noise for every key in play, kept or not, so
 its N counts all of the new user's keys; for MAD, the policy mechanisms and count release, one user
-can change weights or counts of keys others hold, so N is bounded only by the keys present (and
-count release compares counts + β·g whose rounding grows with the counts): there the floor is a
-conservative guard, not a proof. δ-parts below the floor (a round's δ_j, count release's δ*) are
-allowed: they only raise thresholds, and a threshold beyond the grid's largest draw (8.21σ; Laplace
-36.04λ; Gumbel 36.74β) makes a novel key's release rarer than δ_j, not likelier.
+can change weights or counts of keys others hold, so N is bounded only by the keys present (count
+release compares counts relative to the largest, so its rounding does not grow with the counts:
+mechanisms/count_release, beside Alg. 1): there the floor is a conservative guard, not a proof.
+δ-parts below the floor (a round's δ_j, count release's δ*) are allowed: they only raise thresholds,
+and a threshold beyond the grid's largest draw (8.21σ; Laplace 36.04λ; Gumbel 36.74β) makes a novel
+key's release rarer than δ_j, not likelier.
 """
 
 

@@ -103,9 +103,23 @@ def private_count_release(counts: np.ndarray, next_count: float, budget: ZCDP, r
         threshold = gumbel_threshold(eps, kbar, delta_per_call)
         g = gumbel_noise(randomness, tag, call, remaining)
         step = steps.commit(ZcdpEvent(eps * eps / 8, delta_per_call), label="gumbel")   # Thm 4 (k = 1)
-        scores = counts[remaining] + beta * g[:-1]
+        # Alg. 1 on counts relative to the largest remaining one, ref (every score and the threshold move by
+        # −ref: the same comparisons in real arithmetic). Floats: a call releases one discrete outcome (a key
+        # or ⊥), never a float; noisy counts are exact integers, and σ, β, T and the ledger depend only on the
+        # sequence of outcomes. Counts are integers < 2⁵³, so c − ref is exact and a neighbour moves it by
+        # exactly 1; only the sums with β·g round. An outcome can be close only among keys with c − ref ≥ −41β
+        # (g ∈ [−3.61, 36.74] on the PRF's grid) and for a best score near T + (c_(k̄+1) − ref) + β·g, with
+        # T = 1 + β·log(k̄/δ*) ≤ 1 + 46β (k̄ ≤ 10⁸, δ* ≥ 1e-12): sums of size M ≤ 1 + 130β, whose rounding moves
+        # a decision point by ≤ 2⁻⁵⁰·M whatever the counts (raw c + β·g would round on the largest count's
+        # grid: 2⁻³² at c ≈ 10⁶, whole units at 2⁵²). As in budget.py's MIN_DELTA argument, each call's outcome
+        # law is then within TV ≲ 2⁻⁵⁰·M/β of the ideal one (the top-two Gumbel gap, and the best score minus
+        # the threshold's draw, have density ≤ 1/β). tests/test_count_release.py: decisions depend on count
+        # differences only.
+        c = counts[remaining]
+        ref = int(c.max()) if c.size else 0
+        scores = (c - ref).astype(np.float64) + beta * g[:-1]
         best = int(np.argmax(scores)) if scores.size else -1
-        hit = best >= 0 and scores[best] > threshold + next_count + beta * g[-1]   # Alg. 1
+        hit = best >= 0 and scores[best] > threshold + (float(next_count) - ref) + beta * g[-1]   # Alg. 1
         log_rows.append(("gumbel", eps, beta, threshold, step.charge, step.charge_delta,
                          len(found) if hit else None, step.spent, step.spent_delta))
         if hit:
