@@ -154,8 +154,8 @@ class DuckDBStages(Engine):
         self.ctx.key_ids = None
         self.ctx.ids_joined = False
 
-    def sized(self, pairs: Query, user_aggregates: str = "") -> Query:
-        return self.query("stage_sized", {"pairs": pairs.sql, "user_aggregates": user_aggregates}, pairs.params)
+    def sized(self, pairs: Query) -> Query:
+        return self.query("stage_sized", {"pairs": pairs.sql}, pairs.params)
 
     def truncate(self, sized: Query, max_contributions: int, salt: int | None = None) -> Query:
         """One query when the input fits; else the same rows built in user-hash passes into a TEMP table.

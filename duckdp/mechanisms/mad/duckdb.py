@@ -52,7 +52,7 @@ def mad2r_vectors(engine: DuckDBStages, pairs: Query, status: Query, max_contrib
                                                  "status": engine.table_name(status),
                                                  "carried": ", p._dp_h" if ctx.ids_joined else ""},
                              {"beta_min": beta_min})
-    kept = engine.truncate(engine.sized(remaining, ", bool_or(_dp_b < 1) AS _dp_biased"), max_contributions)
+    kept = engine.truncate(engine.sized(remaining), max_contributions)
     vectors = engine.store(engine.query("mad2r_vectors", {"kept": kept.sql, "keys": keys}, kept.params), "vectors2")
     target = engine.table_name(vectors)
     biased = engine.query("mad2r_biased", {"vectors": target, "keys": keys}, {"beta_max": beta_max})

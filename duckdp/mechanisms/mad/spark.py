@@ -41,13 +41,11 @@ def mad2r_vectors(engine: SparkStages, pairs: DataFrame, status: DataFrame, max_
     """Stored round-2 user vectors (spec §4, §6): round-2 pairs with b_i (mad2r_remaining.sql) re-cut to Δ0,
     v_i = b_i/√d and 1/√d (mad2r_vectors.sql), the water-filling λ* for users with a bias below 1
     (mad2r_biased.sql) in place of 1/√d."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     remaining = engine.template("mad2r_remaining", {"pairs": pairs, "status": status}, {"beta_min": beta_min},
                                 fragments={"carried": ""})
-    biased = F.bool_or(F.col("_dp_b") < 1).over(Window.partitionBy("_dp_user"))      # stage_sized.sql's bool_or
-    kept = engine.truncate(engine.sized(remaining.withColumn("_dp_biased", biased)), max_contributions)
+    kept = engine.truncate(engine.sized(remaining), max_contributions)
     vectors = engine.template("mad2r_vectors", {"kept": kept}, {}, subqueries=("kept",))
     water = engine.template("mad2r_biased", {"vectors": vectors}, {"beta_max": beta_max})
     return engine.store(vectors.where(~F.col("_dp_biased")).unionByName(water))
