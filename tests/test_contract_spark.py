@@ -194,8 +194,9 @@ class TestMechanismStages(_SparkAdapter):
             own = mech.own_stages(stages)
             pairs, state, out = stages.store(stages.pairs(), "p"), None, []
             for j in range(2):
-                remaining = own.remaining(stages, pairs, state)
-                vectors = round_vectors(stages, own, remaining, plan[j], 4)
+                salt = stages.randomness.salt()
+                remaining = own.remaining(stages, pairs, state, salt)
+                vectors = round_vectors(stages, own, remaining, plan[j], 4, salt)
                 state, count = own.state(stages, remaining, vectors, state, plan[j], params, j)
                 weights, released = own.weights(stages, vectors), own.released(stages, state)
                 out.append((adapter.collect(stages, remaining), adapter.collect(stages, vectors),

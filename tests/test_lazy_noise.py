@@ -145,8 +145,13 @@ def test_seeded_string_keys_stay_eager(con):
     assert _trace(con, True, 1, 1.0)["noised"][0] >= HEAVY_KEYS
 
 
-def test_peek_salt_is_the_next_salt():
-    """`remaining` orders candidates with the salt the next truncation draws: peeking hands nothing out."""
-    r = Randomness(3)
-    first = r.peek_salt()
-    assert r.peek_salt() == first == r.salt() != r.peek_salt() == r.salt()
+def test_candidates_out_of_the_truncation_order_are_caught(con, monkeypatch):
+    """The check has power: candidates ordered under another salt than the truncation's (the mechanism
+    hands `remaining` the round's salt) give another release."""
+    _table(con, string_keys=False)
+    eager = _trace(con, False, 1, 1.0)
+    original = own.remaining
+    monkeypatch.setattr(own, "remaining", lambda engine, pairs, state, salt, lazy=None:
+                        original(engine, pairs, state, salt ^ 1, lazy))
+    with pytest.raises(AssertionError):
+        _same(eager, _trace(con, True, 1, 1.0))

@@ -210,7 +210,7 @@ class DuckDBStages(Engine):
         streams the weights, and DuckDB reads the file back batch by batch into the table once the
         weights query is done (a connection runs one query at a time, so it cannot insert while it
         streams). Python's memory stays one batch per noise thread; the table is DuckDB's, within its
-        memory limit. `round_tag`: noise_stage.scan_noisy's (a tag the caller drew, default a fresh one)."""
+        memory limit. `round_tag`: as in `Engine.decide` (noise_stage.scan_noisy's)."""
         target = self.ctx.temp_table("decided")
         with tempfile.TemporaryDirectory(prefix="duckdp_decided_") as folder:
             path = os.path.join(folder, "decided.arrows")

@@ -21,15 +21,15 @@ SELECT _dp_user, _dp_k0, _dp_d, 1.0 / sqrt(_dp_d) AS _dp_uw FROM kept
 
 -- rendering 3 of 4; binds none
 CREATE TEMP TABLE "_duckdp_000000000000_decided3" AS
-SELECT * FROM "_duckdp_000000000000_decided0"
+SELECT * FROM "_duckdp_000000000000_decided4"
 
 -- rendering 4 of 4; binds $beta_min=0.5, $max_contributions=2, $trunc_salt=4495534904771661033
-CREATE TEMP TABLE "_duckdp_000000000000_vectors25" AS
+CREATE TEMP TABLE "_duckdp_000000000000_vectors26" AS
 WITH kept AS (       -- kept round-2 pairs with b_i and d
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
   SELECT _dp_user, _dp_k0, greatest(least(coalesce(_dp_beta, 1.0), 1.0), $beta_min) AS _dp_b
-FROM "_duckdp_000000000000_pairs1" AS p LEFT JOIN "_duckdp_000000000000_status4" USING (_dp_k0) WHERE _dp_round2 IS NOT false
+FROM "_duckdp_000000000000_pairs1" AS p LEFT JOIN "_duckdp_000000000000_status5" USING (_dp_k0) WHERE _dp_round2 IS NOT false
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )
