@@ -54,7 +54,7 @@ def _table(con: duckdb.DuckDBPyConnection, string_keys: bool) -> None:
     con.unregister("_src")
 
 
-def _trace(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float) -> dict:
+def _trace(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float, truncation: str = "per_user") -> dict:
     """One adaptive SIPS release and what it computed: per non-final round the sorted (w, ŵ) of the
     keys with a weight and how many keys the round noised, the last round's weights by key, the keys
     and the per-round counts."""
@@ -86,7 +86,7 @@ def _trace(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float) ->
         p.start()
     try:
         out = duckdp.select(con, "t", algo="adaptive_sips", rho=rho, delta=1e-5, max_contributions=DELTA0,
-                            seed=seed)
+                            seed=seed, truncation=truncation)
     finally:
         for p in patches:
             p.stop()
@@ -110,6 +110,13 @@ def test_lazy_release_is_bit_identical_to_eager(con, seed, rho):
     _table(con, string_keys=False)
     _same(_trace(con, False, seed, rho), _trace(con, True, seed, rho))
     assert leftovers(con) == []
+
+
+def test_lazy_under_global_truncation(con):
+    """truncation="global" orders every user's keys by the key alone: the candidates follow that order
+    (they followed the per-user one before, and the release differed from the eager one)."""
+    _table(con, string_keys=False)
+    _same(_trace(con, False, 1, 1.0, "global"), _trace(con, True, 1, 1.0, "global"))
 
 
 def test_second_pass_for_users_cut_short(con, monkeypatch):

@@ -157,13 +157,19 @@ class DuckDBStages(Engine):
     def sized(self, pairs: Query) -> Query:
         return self.query("stage_sized", {"pairs": pairs.sql}, pairs.params)
 
+    def truncation_hashed(self) -> str:
+        """The columns `truncate` hashes with its salt (stage_truncate_window.sql's {hashed}), for a stage that
+        must order pairs as a truncation will: (user, key), or the key alone under truncation="global"; on key
+        ids the hash of the key columns (RunContext.pair_keys), a fixed function of the pair."""
+        keys = self.ctx.pair_keys
+        return keys if self.truncation == "global" else f"_dp_user, {keys}"
+
     def truncate(self, sized: Query, max_contributions: int, salt: int | None = None) -> Query:
         """One query when the input fits; else the same rows built in user-hash passes into a TEMP table.
         The order hashes (user, key), or the key alone under truncation="global" (stage_truncate_window.sql)."""
         params = {"max_contributions": max_contributions,
                   "trunc_salt": self.ctx.randomness.salt() if salt is None else salt}
-        keys = self.ctx.pair_keys     # on key ids the hash of the key columns: a fixed function of the pair
-        hashed = keys if self.truncation == "global" else f"_dp_user, {keys}"
+        hashed = self.truncation_hashed()
         passes = self.truncation_passes()
         stored = sized.sql in self._tables
         if passes == 1:

@@ -79,7 +79,7 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         delta0 = lazy.params.delta0
         limit = candidate_limit(delta0, lazy.params["a_drop"], len(lazy.rounds))
         idents = {"pairs": engine.table_name(pairs), "state": table, "match": ctx.key_match("p", "s"),
-                  "order_keys": ctx.pair_keys, "users": ""}
+                  "hashed": engine.truncation_hashed(), "users": ""}
         order = {"trunc_salt": salt}                # the salt of the truncation that follows (round_vectors)
         unnoised = engine.query("adaptive_sips_unnoised_pairs", idents, order)
         candidates = engine.store(engine.query("adaptive_sips_candidates", {"unnoised": unnoised.sql},
