@@ -18,6 +18,6 @@ SELECT _dp_k0,
 FROM "_duckdp_000000000000_vectors2" LEFT JOIN excess USING (_dp_user)
 GROUP BY _dp_k0
 ), big AS (          -- keys of users over Δ0 (the stored stage_sized.sql pairs): with ∪S̃_u, every key of the input
-  SELECT DISTINCT _dp_k0 FROM "_duckdp_000000000000_pairs1" WHERE _dp_size > $max_contributions
+  SELECT DISTINCT _dp_k0 FROM "_duckdp_000000000000_pairs0" WHERE _dp_size > $max_contributions
 )
 SELECT _dp_k0, _dp_w FROM weighted FULL JOIN big USING (_dp_k0)
