@@ -16,6 +16,7 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Callable
 
 import duckdb
 import pyarrow as pa
@@ -112,6 +113,21 @@ class DuckDBStages(Engine):
             rows = self.source_rows() if budget else 0
             self._passes = max(1, math.ceil(rows * BYTES_PER_ROW_PASS / budget)) if budget else 1
         return self._passes
+
+    def store_by_user_part(self, query_of: Callable[[str, dict], Query], name: str) -> Query:
+        """Store a per-user query (a window partitioned by user) in the truncation's user-hash passes, so
+        each window fits memory as the truncation's do: `query_of(filter, values)` is the query over the
+        users a ` WHERE` filter on `_dp_user` (with its bound values) selects — none when the input fits,
+        else stage_truncate_pass.sql's split, `hash(_dp_user) % nparts = part`, one pass per part."""
+        passes = self.truncation_passes()
+        if passes == 1:
+            return self.store(query_of("", {}), name)
+        part = " WHERE hash(_dp_user) % $nparts = $part"
+        stored = self.store(query_of(part, {"nparts": passes, "part": 0}), name)
+        for i in range(1, passes):
+            q = query_of(part, {"nparts": passes, "part": i})
+            self.ctx.con.execute(f"INSERT INTO temp.main.{self.table_name(stored)} {q.sql}", q.params)
+        return stored
 
     # -- shared stages -------------------------------------------------------------------------
     def pairs(self) -> Query:

@@ -43,10 +43,9 @@ class LazyRounds:
 
 def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
     """A `LazyRounds` where a key's counter is the same whichever keys a round noises (integer keys,
-    key ids; not digest counters, whose collision ranks depend on the keys present) and the truncation fits
-    DuckDB's memory limit in one pass (the lazy candidates are one per-user window; the eager path truncates
-    in user-hash passes and gives the same release), else None."""
-    if counter_sql(engine.ctx.key_types)[2] or engine.truncation_passes() > 1:
+    key ids; not digest counters, whose collision ranks depend on the keys present), else None. The
+    candidates' per-user window runs in the truncation's user-hash passes (DuckDBStages.store_by_user_part)."""
+    if counter_sql(engine.ctx.key_types)[2]:
         return None
     return LazyRounds(params)
 
@@ -81,9 +80,12 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         idents = {"pairs": engine.table_name(pairs), "state": table, "match": ctx.key_match("p", "s"),
                   "hashed": engine.truncation_hashed(), "users": ""}
         order = {"trunc_salt": salt}                # the salt of the truncation that follows (round_vectors)
-        unnoised = engine.query("adaptive_sips_unnoised_pairs", idents, order)
-        candidates = engine.store(engine.query("adaptive_sips_candidates", {"unnoised": unnoised.sql},
-                                               order | {"candidates": limit}), "candidates")
+
+        def candidates_of(users: str, part: dict) -> Query:   # one user-hash part's candidates
+            unnoised = engine.query("adaptive_sips_unnoised_pairs", idents | {"users": users}, order | part)
+            return engine.query("adaptive_sips_candidates", {"unnoised": unnoised.sql},
+                                unnoised.params | {"candidates": limit})
+        candidates = engine.store_by_user_part(candidates_of, "candidates")
         name = engine.table_name(candidates)
         noise_late(engine, name, table, lazy)
         unsettled = engine.store(engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,

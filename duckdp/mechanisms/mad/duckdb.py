@@ -14,8 +14,8 @@ truncation keeps the same pairs of R_u with the same d. Every draw is one the ea
 every key of the universe, mad2r_universe.sql) makes, on the same counter with the same round's
 sub-key, and every decision reads only such draws: the release is the same function of the data and
 the PRF key (bit-identical under a seed; the same distribution unseeded). Only where counters do not
-depend on which keys a round noises (integer keys and key ids, not digest counters) and the truncation
-fits memory in one pass (the candidates are one per-user top-m), as adaptive SIPS's lazy noise.
+depend on which keys a round noises (integer keys and key ids, not digest counters), as adaptive SIPS's
+lazy noise; the candidates' per-user top-m runs in the truncation's user-hash passes.
 """
 from __future__ import annotations
 
@@ -46,9 +46,10 @@ class LazyScreen:
 
 def mad2r_lazy(engine: DuckDBStages) -> LazyScreen | None:
     """A `LazyScreen` where a key's counter is the same whichever keys a round noises (integer keys, key
-    ids; not digest counters, whose collision ranks depend on the keys present) and the truncation fits
-    DuckDB's memory limit in one pass, else None (the eager screen, the same release)."""
-    if counter_sql(engine.ctx.key_types)[2] or engine.truncation_passes() > 1:
+    ids; not digest counters, whose collision ranks depend on the keys present), else None (the eager
+    screen, the same release). The candidates' per-user window runs in the truncation's user-hash passes
+    (DuckDBStages.store_by_user_part)."""
+    if counter_sql(engine.ctx.key_types)[2]:
         return None
     return LazyScreen()
 
@@ -122,10 +123,11 @@ def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query
     limit = candidate_limit(max_contributions, plan1, plan2)
     pairs_name, support_name, status_name = engine.table_name(pairs), engine.table_name(support), \
         engine.table_name(status)
-    candidates = engine.store(engine.query("mad2r_candidates", {"pairs": pairs_name, "support": support_name,
-                                                                "match": ctx.key_match("p", "s"),
-                                                                "hashed": engine.truncation_hashed()},
-                                           {"trunc_salt": salt, "candidates": limit}), "candidates")
+    candidates = engine.store_by_user_part(
+        lambda users, part: engine.query("mad2r_candidates", {"pairs": pairs_name, "support": support_name,
+                                                              "match": ctx.key_match("p", "s"),
+                                                              "hashed": engine.truncation_hashed(), "users": users},
+                                         {"trunc_salt": salt, "candidates": limit} | part), "candidates")
     name = engine.table_name(candidates)
     late = {"support": support_name, "match": ctx.key_match("p", "s"), "keys": ctx.key_aliases}
 
