@@ -80,10 +80,10 @@ def dataframe_mad2r(engine: SparkStages, pairs, status, max_contributions: int, 
     user = Window.partitionBy("_dp_user")
     remaining = (pairs.drop("_dp_size").join(status, keys, "left")
                  .where(F.col("_dp_round2").isNull() | F.col("_dp_round2"))
-                 .select("_dp_user", *keys, b.alias("_dp_b"))
-                 .withColumn("_dp_biased", F.max((F.col("_dp_b") < 1).cast("int")).over(user) == 1))
-    kept = engine.truncate(engine.sized(remaining), max_contributions)
-    kept = kept.withColumn("_dp_v", F.col("_dp_b") / F.sqrt(F.col("_dp_d")))
+                 .select("_dp_user", *keys, b.alias("_dp_b")))
+    kept = engine.truncate(engine.sized(remaining), max_contributions)      # the flag reads the kept pairs (§4)
+    kept = (kept.withColumn("_dp_biased", F.max((F.col("_dp_b") < 1).cast("int")).over(user) == 1)
+            .withColumn("_dp_v", F.col("_dp_b") / F.sqrt(F.col("_dp_d"))))
     out = ["_dp_user", *keys, "_dp_d", "_dp_v"]
     plain = kept.where(~F.col("_dp_biased")).select(*out, (1.0 / F.sqrt(F.col("_dp_d"))).alias("_dp_uw"),
                                                     "_dp_biased")

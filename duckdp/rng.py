@@ -43,16 +43,11 @@ class Randomness:
 
         Use it as `hash(xor(hash(cols...), $salt))`: DuckDB's multi-argument hash combines by a
         cheap xor, so `hash(cols..., $salt)` would only xor-permute the order, not re-randomise it.
-        Such hashes only order rows (truncation, ties), never key noise.
+        Such hashes only order rows (truncation, ties), never key noise. A stage that must order rows as a
+        truncation will (adaptive SIPS's lazy noise) is handed that truncation's salt by the mechanism.
         """
-        salt = self.peek_salt()
-        self._n_salts += 1
-        return salt
-
-    def peek_salt(self) -> int:
-        """The salt the next `salt()` call returns, without handing it out: a stage that must order
-        rows exactly as the next truncation will (adaptive SIPS's lazy noise) reads it ahead."""
         word = self._salts.words(np.zeros(1, np.uint64), np.array([self._n_salts], np.uint64))[0]
+        self._n_salts += 1
         return int(word & _MASK63)
 
     def stream(self) -> BitStream:

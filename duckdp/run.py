@@ -87,9 +87,14 @@ class RunContext:
         return load(template).render(idents, params)
 
     # -- execution --------------------------------------------------------------------------------
+    def _serial(self) -> int:
+        """A number no TEMP table or view of this run had: they share one namespace, and a stage may
+        name both (`DuckDBStages.decide` makes a "decided" view and table)."""
+        return len(self._temps) + len(self._views)
+
     def temp_table(self, stage: str) -> str:
         """A quoted, run-unique TEMP table name for `stage`, dropped in `close()`."""
-        name = quote_ident(f"_duckdp_{self.run_id}_{stage}{len(self._temps)}")
+        name = quote_ident(f"_duckdp_{self.run_id}_{stage}{self._serial()}")
         self._temps.append(name)
         return name
 
@@ -120,7 +125,7 @@ class RunContext:
 
     def register(self, stage: str, table: pa.Table) -> str:
         """Register an Arrow table as a run-unique view (quoted name), unregistered in `close()`."""
-        name = f"_duckdp_{self.run_id}_{stage}{len(self._views)}"
+        name = f"_duckdp_{self.run_id}_{stage}{self._serial()}"
         self.con.register(name, table)
         self._views.append(name)
         return quote_ident(name)

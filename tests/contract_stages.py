@@ -240,6 +240,34 @@ class StageContract:
                 released.append(rows(got))
             assert released[0] != released[2]                          # same plan, next round: fresh noise
 
+    @pytest.mark.parametrize("key_type", KEY_TYPES)
+    def test_decide_with_a_drawn_round_tag(self, key_type):
+        """`decide(round_tag=t)` draws round t's noise: a second call on some of the keys gets the same
+        noisy weights, bit for bit (what lazy noise relies on), the reference's; without a tag, a fresh
+        round's."""
+        plan = SimpleNamespace(noise="gaussian", scale=2.0, threshold=3.0)
+
+        def everything(w, noisy):
+            return np.ones(w.size, bool), {"_dp_x": noisy}
+
+        def noisy(stages, keys: list[int], tag: int | None) -> dict:
+            table = keys_table(keys, key_type).append_column("_dp_w", pa.nulls(len(keys), pa.float64()))
+            out = self.collect(stages, stages.decide(self.frame(stages, table), plan, everything,
+                                                     {"_dp_x": "double"}, round_tag=tag))
+            return dict(zip(out.column("_dp_k0").to_pylist(), out.column("_dp_x").to_pylist(), strict=True))
+
+        for stages, ref in self.both(key_type):
+            tag = stages.randomness.next_round()
+            first = noisy(stages, list(range(-8, 56)), tag)
+            table = keys_table([5, 7], key_type).append_column("_dp_w", pa.nulls(2, pa.float64()))
+            want = ref.decide(table, plan, everything, {"_dp_x": "double"}, round_tag=ref.randomness.next_round())
+            assert want.column("_dp_x").to_pylist() == [first[k] for k in want.column("_dp_k0").to_pylist()]
+            later = noisy(stages, list(range(0, 56, 3)), tag)
+            fresh = noisy(stages, list(range(0, 56, 3)), None)
+            assert len(first) == 64 and len(later) == len(fresh) == 19
+            assert all(first[k] == v for k, v in later.items())
+            assert all(fresh[k] != v for k, v in later.items())
+
     # -- remove, store, append, union, output ------------------------------------------------------------
     @pytest.mark.parametrize("key_type", KEY_TYPES)
     def test_remove(self, key_type):

@@ -38,8 +38,8 @@ def _sort_key(value):
 
 
 class ReferenceEngine:
-    """The generic stages (pairs, sized, truncate, weights, release, remove, store, empty_keys, append,
-    union, output, num_rows, drop) of one run over an Arrow input table."""
+    """The generic stages (pairs, sized, truncate, weights, release, decide, remove, store, empty_keys,
+    append, union, output, num_rows, drop) of one run over an Arrow input table."""
 
     engine = "reference"
 
@@ -106,7 +106,22 @@ class ReferenceEngine:
     def release(self, weights: pa.Table, plan) -> pa.Table:
         """Keys with `_dp_w` + plan.scale · z ≥ plan.threshold, z the run's PRF noise of the next round
         on each key's counter (collision rank by key order among keys sharing a digest counter)."""
-        tag = self.randomness.next_round()
+        _, noisy = self._noisy(weights, plan, self.randomness.next_round())
+        return self._take(weights, noisy >= plan.threshold).select(self.keys)
+
+    def decide(self, weights: pa.Table, plan, rule, added: dict[str, str], round_tag: int | None = None) -> pa.Table:
+        """The rows `rule(w, noisy)` keeps (w NaN where NULL, noisy as in `release`, round `round_tag` or
+        the next), with the columns it adds."""
+        tag = self.randomness.next_round() if round_tag is None else round_tag
+        w, noisy = self._noisy(weights, plan, tag)
+        mask, extra = rule(w, noisy)
+        out = self._take(weights, mask).select(self.keys)
+        for name in added:
+            out = out.append_column(name, pa.array(np.asarray(extra[name])[np.asarray(mask, bool)]))
+        return out
+
+    def _noisy(self, weights: pa.Table, plan, tag: int) -> tuple[np.ndarray, np.ndarray]:
+        """(w with NaN where NULL, w (0 where NULL) + plan.scale · z) under round `tag`."""
         keys = self._key_tuples(weights)
         counters = [counter(k) for k in keys]
         ranks = np.zeros(len(keys), np.int64)
@@ -120,8 +135,8 @@ class ReferenceEngine:
         hi = np.array([c[0] & (2**64 - 1) for c in counters], np.uint64)
         lo = np.array([c[1] for c in counters], np.uint64)
         z = self.randomness.noise(plan.noise, tag, hi, lo, ranks, threads=1)
-        w = np.array([0.0 if v is None else v for v in weights.column("_dp_w").to_pylist()], np.float64)
-        return self._take(weights, w + plan.scale * z >= plan.threshold).select(self.keys)
+        w = np.array([np.nan if v is None else v for v in weights.column("_dp_w").to_pylist()], np.float64)
+        return w, np.where(np.isnan(w), 0.0, w) + plan.scale * z
 
     def remove(self, pairs: pa.Table, keys: pa.Table) -> pa.Table:
         """Pairs whose key is not in `keys` (DP-SIPS Alg. 3 line 9)."""

@@ -116,8 +116,9 @@ def _sql_vectors(con, state_rows, d0, cap, seed=0) -> list[tuple]:
     try:
         stages = DuckDBStages(ctx)
         pairs = stages.store(stages.pairs(), "pairs")
-        remaining = own.remaining(stages, pairs, _state(stages, state_rows))
-        vectors = own.vectors(stages, stages.truncate(stages.sized(remaining), d0), cap)
+        salt = stages.randomness.salt()
+        remaining = own.remaining(stages, pairs, _state(stages, state_rows), salt)
+        vectors = own.vectors(stages, stages.truncate(stages.sized(remaining), d0, salt), cap)
         return con.sql(f"SELECT r._dp_user, r._dp_k0, v._dp_x IS NOT NULL, coalesce(v._dp_x, 0.0) "
                        f"FROM ({remaining.sql}) r LEFT JOIN ({vectors.sql}) v USING (_dp_user, _dp_k0)",
                        params=merge(remaining.params, vectors.params)).fetchall()
@@ -288,8 +289,9 @@ def test_sql_state_covers_every_key_of_the_remaining_sets(con, monkeypatch):
         stages = DuckDBStages(ctx)
         pairs = stages.store(stages.pairs(), "pairs")
         plan = MECH.plan(ZCDP(1.0, 1e-3), Params(3, DEFAULT))
-        remaining = own.remaining(stages, pairs, None)
-        own.state(stages, remaining, round_vectors(stages, own, remaining, plan[0], 3), None, plan[0],
+        salt = stages.randomness.salt()
+        remaining = own.remaining(stages, pairs, None, salt)
+        own.state(stages, remaining, round_vectors(stages, own, remaining, plan[0], 3, salt), None, plan[0],
                   Params(3, DEFAULT), 0)
     finally:
         ctx.close()
@@ -323,8 +325,9 @@ def _novel_rounds(con, plan, seed) -> list[int | None]:
         pairs = stages.store(stages.pairs(), "pairs")
         state = None
         for j, rp in enumerate(plan):
-            remaining = own.remaining(stages, pairs, state)
-            state, _ = own.state(stages, remaining, round_vectors(stages, own, remaining, rp, AUDIT_D0), state,
+            salt = stages.randomness.salt()
+            remaining = own.remaining(stages, pairs, state, salt)
+            state, _ = own.state(stages, remaining, round_vectors(stages, own, remaining, rp, AUDIT_D0, salt), state,
                                  rp, Params(AUDIT_D0, DEFAULT), j)
         table = stages.table_name(state)
         rows = con.sql(f"SELECT (substr(_dp_k0, 2)::INT - 1000) // {AUDIT_D0}, min(_dp_round) FROM {table} "

@@ -157,6 +157,29 @@ class TestMechanismStages(_SparkAdapter):
         if beta_max > 1:        # the branches this input is built to reach
             assert capped == {1: 3, 2: 0, 3: 0, 4: 0, 6: 1, 7: 0, 8: 3}
 
+    def test_mad2r_bias_flag_reads_kept_pairs(self):
+        """Spec §4 on both engines: a round-2 user is biased iff it KEPT a key with b_i < 1 (30 users with 20
+        keys, only the first biased, Δ0 = 5; the engines' truncation hashes differ, so the property is
+        compared, not the rows)."""
+        table = pa.table({"user_id": pa.array(np.repeat(np.arange(30), 20), pa.int64()),
+                          "item": pa.array(np.arange(600), pa.int64())})
+        status = pa.table({"_dp_k0": pa.array(np.arange(0, 600, 20), pa.int64()), "_dp_released": [False] * 30,
+                           "_dp_round2": [True] * 30, "_dp_beta": [0.5] * 30})
+        mech = mechanisms.get("mad2r")
+
+        def flags(stages, adapter):
+            pairs = stages.store(stages.sized(stages.pairs()), "p")
+            screen = stages.store(adapter.frame(stages, status), "status")
+            return adapter.collect(stages, mech.own_stages(stages).mad2r_vectors(stages, pairs, screen, 5, 0.5, 1.2))
+
+        for out in self.on_both(table, flags):
+            kept: dict[int, list[tuple[bool, bool]]] = {}
+            for r in out.to_pylist():
+                kept.setdefault(r["_dp_user"], []).append((r["_dp_k0"] % 20 == 0, r["_dp_biased"]))
+            assert len(kept) == 30 and all(len(v) == 5 for v in kept.values())
+            assert all({flag for _, flag in v} == {any(b for b, _ in v)} for v in kept.values())
+            assert 0 < sum(any(b for b, _ in v) for v in kept.values()) < 30
+
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_adaptive_sips_stages(self, key_type):
         """Two rounds of adaptive SIPS's own stages: R_u (every pair at level 1, then the keys in play at
@@ -171,8 +194,9 @@ class TestMechanismStages(_SparkAdapter):
             own = mech.own_stages(stages)
             pairs, state, out = stages.store(stages.pairs(), "p"), None, []
             for j in range(2):
-                remaining = own.remaining(stages, pairs, state)
-                vectors = round_vectors(stages, own, remaining, plan[j], 4)
+                salt = stages.randomness.salt()
+                remaining = own.remaining(stages, pairs, state, salt)
+                vectors = round_vectors(stages, own, remaining, plan[j], 4, salt)
                 state, count = own.state(stages, remaining, vectors, state, plan[j], params, j)
                 weights, released = own.weights(stages, vectors), own.released(stages, state)
                 out.append((adapter.collect(stages, remaining), adapter.collect(stages, vectors),

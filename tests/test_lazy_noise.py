@@ -20,7 +20,9 @@ from conftest import leftovers
 
 import duckdp
 from duckdp.mechanisms.adaptive_sips import duckdb as own
+from duckdp.mechanisms.mad import duckdb as mad
 from duckdp.rng import Randomness
+from duckdp.stages import Query
 from duckdp.stages.duckdb import DuckDBStages
 
 HEAVY_KEYS = 3000
@@ -52,7 +54,7 @@ def _table(con: duckdb.DuckDBPyConnection, string_keys: bool) -> None:
     con.unregister("_src")
 
 
-def _trace(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float) -> dict:
+def _trace(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float, truncation: str = "per_user") -> dict:
     """One adaptive SIPS release and what it computed: per non-final round the sorted (w, ŵ) of the
     keys with a weight and how many keys the round noised, the last round's weights by key, the keys
     and the per-round counts."""
@@ -84,7 +86,7 @@ def _trace(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float) ->
         p.start()
     try:
         out = duckdp.select(con, "t", algo="adaptive_sips", rho=rho, delta=1e-5, max_contributions=DELTA0,
-                            seed=seed)
+                            seed=seed, truncation=truncation)
     finally:
         for p in patches:
             p.stop()
@@ -108,6 +110,13 @@ def test_lazy_release_is_bit_identical_to_eager(con, seed, rho):
     _table(con, string_keys=False)
     _same(_trace(con, False, seed, rho), _trace(con, True, seed, rho))
     assert leftovers(con) == []
+
+
+def test_lazy_under_global_truncation(con):
+    """truncation="global" orders every user's keys by the key alone: the candidates follow that order
+    (they followed the per-user one before, and the release differed from the eager one)."""
+    _table(con, string_keys=False)
+    _same(_trace(con, False, 1, 1.0, "global"), _trace(con, True, 1, 1.0, "global"))
 
 
 def test_second_pass_for_users_cut_short(con, monkeypatch):
@@ -143,8 +152,169 @@ def test_seeded_string_keys_stay_eager(con):
     assert _trace(con, True, 1, 1.0)["noised"][0] >= HEAVY_KEYS
 
 
-def test_peek_salt_is_the_next_salt():
-    """`remaining` orders candidates with the salt the next truncation draws: peeking hands nothing out."""
-    r = Randomness(3)
-    first = r.peek_salt()
-    assert r.peek_salt() == first == r.salt() != r.peek_salt() == r.salt()
+def test_candidates_out_of_the_truncation_order_are_caught(con, monkeypatch):
+    """The check has power: candidates ordered under another salt than the truncation's (the mechanism
+    hands `remaining` the round's salt) give another release."""
+    _table(con, string_keys=False)
+    eager = _trace(con, False, 1, 1.0)
+    original = own.remaining
+    monkeypatch.setattr(own, "remaining", lambda engine, pairs, state, salt, lazy=None:
+                        original(engine, pairs, state, salt ^ 1, lazy))
+    with pytest.raises(AssertionError):
+        _same(eager, _trace(con, True, 1, 1.0))
+
+
+# -- MAD2R: round-1 noise of keys no user kept, drawn when round 2's truncation may keep them ----------------
+def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float, **params) -> dict:
+    """One MAD2R release and what it computed: round 1's sorted (w, ŵ1) on the keys with a weight, how
+    many keys were noised in round 1 (however late), round 2's stored vectors (bias flag and entries),
+    round 2's weights by key, the keys and the per-round counts."""
+    calls: list[tuple[list, int]] = []
+    vectors: list[tuple] = []
+    last: list[tuple] = []
+    original_decide, original_release = DuckDBStages.decide, DuckDBStages.release
+    original_vectors = mad.mad2r_vectors
+
+    def decide(self, weights, plan, rule, added, round_tag=None):
+        pairs: list[tuple[float, float]] = []
+        calls.append((pairs, 0))
+
+        def spy(w, noisy):
+            pairs.extend(zip(w[~np.isnan(w)].tolist(), noisy[~np.isnan(w)].tolist(), strict=True))
+            calls[-1] = (pairs, calls[-1][1] + w.size)
+            return rule(w, noisy)
+        return original_decide(self, weights, plan, spy, added, round_tag=round_tag)
+
+    def release(self, weights, plan):
+        last.extend(sorted(self.ctx.con.sql(weights.sql, params=weights.params).fetchall()))
+        return original_release(self, weights, plan)
+
+    def round2_vectors(engine, *args):
+        out = original_vectors(engine, *args)
+        vectors.extend(sorted(engine.ctx.con.sql(f"SELECT _dp_user, _dp_k0, _dp_d, _dp_uw, _dp_biased FROM "
+                                                 f"{engine.table_name(out)}").fetchall()))
+        return out
+
+    patches = [mock.patch.object(DuckDBStages, "decide", decide),
+               mock.patch.object(DuckDBStages, "release", release),
+               mock.patch.object(mad, "mad2r_vectors", round2_vectors)]
+    if not lazy:
+        patches.append(mock.patch.object(mad, "mad2r_lazy", lambda engine: None))
+    for p in patches:
+        p.start()
+    try:
+        out = duckdp.select(con, "t", algo="mad2r", rho=rho, delta=1e-5, max_contributions=DELTA0, seed=seed,
+                            **params)
+    finally:
+        for p in patches:
+            p.stop()
+    return {"round1": sorted(calls[0][0]), "noised": sum(n for _, n in calls), "vectors": vectors, "last": last,
+            "keys": out.to_arrow().column("item").to_pylist(), "released": [r.released for r in out.rounds]}
+
+
+def _same_mad2r(eager: dict, lazy: dict, fewer: bool = True) -> None:
+    """Everything but the number of keys noised is identical, bit for bit; lazy noises far fewer (unless
+    every user is cut short: `fewer` False)."""
+    for part in ("round1", "vectors", "last", "keys", "released"):
+        assert lazy[part] == eager[part], part                 # floats compared exactly
+    assert lazy["vectors"] and lazy["last"]
+    assert eager["noised"] >= HEAVY_KEYS
+    assert not fewer or HEAVY_KEYS > 2 * lazy["noised"]
+
+
+# c_L = 0, c_U = 0.5 and a small round-1 share: many keys with weight 0 are biased or removed
+STRESS = {"split": 0.02, "c_lower": 0.0, "c_upper": 0.5}
+
+
+@pytest.mark.parametrize("seed,rho,params", [(1, 1.0, {}), (2, 4.0, {}), (3, 1.0, STRESS), (4, 0.3, STRESS)])
+def test_mad2r_lazy_release_is_bit_identical_to_eager(con, seed, rho, params):
+    _table(con, string_keys=False)
+    eager = _trace_mad2r(con, False, seed, rho, **params)
+    _same_mad2r(eager, _trace_mad2r(con, True, seed, rho, **params))
+    assert leftovers(con) == []
+    if params:      # the stress settings reach the biased users: flags of both kinds among round 2's vectors
+        assert {row[-1] for row in eager["vectors"]} == {True, False}
+
+
+def test_mad2r_second_pass_for_users_cut_short(con, monkeypatch):
+    """Candidate limit 1: every user with pairs not noised is cut short and goes through the second pass."""
+    _table(con, string_keys=False)
+    eager = _trace_mad2r(con, False, 5, 1.0, **STRESS)
+    late = []
+    original = mad.add_exceptions
+    monkeypatch.setattr(mad, "candidate_limit", lambda *args: 1)
+    monkeypatch.setattr(mad, "add_exceptions", lambda *args: late.append(1) or original(*args))
+    _same_mad2r(eager, _trace_mad2r(con, True, 5, 1.0, **STRESS), fewer=False)
+    assert len(late) == 3           # round 1's screen, the first pass and the second
+
+
+@pytest.mark.parametrize("truncation", ["per_user", "global"])
+def test_mad2r_lazy_on_key_ids(con, monkeypatch, truncation):
+    """String keys on key ids (the unseeded path's counters), rendered with a seed's randomness marked
+    unseeded, under either truncation order: lazy and eager agree there too."""
+    _table(con, string_keys=True)
+    init = Randomness.__init__
+
+    def unseeded(self, seed=None):
+        init(self, seed)
+        self.seeded = False
+
+    monkeypatch.setattr(Randomness, "__init__", unseeded)
+    params = STRESS | {"truncation": truncation}
+    _same_mad2r(_trace_mad2r(con, False, 6, 1.0, **params), _trace_mad2r(con, True, 6, 1.0, **params))
+
+
+def test_mad2r_seeded_string_keys_stay_eager(con):
+    _table(con, string_keys=True)
+    assert _trace_mad2r(con, True, 1, 1.0)["noised"] >= HEAVY_KEYS
+
+
+# the bias-flag break shows where heavy users keep no biased key but screen some: few biased keys
+@pytest.mark.parametrize("break_,seed,params", [("salt", 3, STRESS), ("tag", 3, STRESS),
+                                                ("bias flag", 1, {"c_lower": 0.0, "split": 0.05})])
+def test_mad2r_breaks_are_caught(con, monkeypatch, break_, seed, params):
+    """The check has power: candidates ordered under another salt than round 2's truncation, late noise
+    under another round's tag, or the bias flag over every remaining pair (the code before spec §4 was
+    followed) each give another release or other round-2 vectors."""
+    _table(con, string_keys=False)
+    eager = _trace_mad2r(con, False, seed, 1.0, **params)
+    if break_ == "salt":
+        original = mad.noise_late
+        monkeypatch.setattr(mad, "noise_late", lambda engine, pairs, support, status, lazy, plan2, d0, salt:
+                            original(engine, pairs, support, status, lazy, plan2, d0, salt ^ 1))
+    elif break_ == "tag":
+        original_late = mad.noise_late
+
+        def other_tag(engine, pairs, support, status, lazy, *rest):
+            lazy.tag += 1
+            return original_late(engine, pairs, support, status, lazy, *rest)
+        monkeypatch.setattr(mad, "noise_late", other_tag)
+    else:
+        assert not any(biased for user, *_, biased in eager["vectors"] if user < 0)
+        original_query = DuckDBStages.query
+
+        def flag_everything(self, template, idents, params=None):
+            if template == "mad2r_remaining":      # the old flag: any remaining pair with b < 1, before truncation
+                q = original_query(self, template, idents, params)
+                return Query(f"SELECT *, bool_or(_dp_b < 1) OVER (PARTITION BY _dp_user) AS _dp_all FROM ({q.sql})",
+                             q.params)
+            if template == "mad2r_vectors":        # the flag over the kept pairs (the last one) → the old one
+                q = original_query(self, template, idents, params)
+                head, _, tail = q.sql.rpartition("bool_or(_dp_b < 1) OVER (PARTITION BY _dp_user)")
+                return Query(head + "_dp_all" + tail, q.params)
+            return original_query(self, template, idents, params)
+        monkeypatch.setattr(DuckDBStages, "query", flag_everything)
+    with pytest.raises(AssertionError):
+        _same_mad2r(eager, _trace_mad2r(con, True, seed, 1.0, **params))
+
+
+@pytest.mark.parametrize("algo", ["adaptive_sips", "mad2r"])
+def test_lazy_with_truncation_in_passes(con, monkeypatch, algo):
+    """Truncation in 3 user-hash passes (a tight memory limit): the candidates' per-user window runs in the
+    same passes and noise stays lazy, with the same release as eager (which truncates in passes too)."""
+    _table(con, string_keys=False)
+    monkeypatch.setattr(DuckDBStages, "truncation_passes", lambda self: 3)
+    if algo == "mad2r":
+        _same_mad2r(_trace_mad2r(con, False, 3, 1.0, **STRESS), _trace_mad2r(con, True, 3, 1.0, **STRESS))
+    else:
+        _same(_trace(con, False, 2, 1.0), _trace(con, True, 2, 1.0))

@@ -291,6 +291,30 @@ def test_stochastic_dominance_condition(con):
     assert checked > 5000
 
 
+def test_mad2r_bias_flag_reads_kept_pairs_only(con):
+    """Spec §4: UserWeights reads the biases of the user's set S, the kept pairs. 60 users with 20 keys
+    each, only their first key biased, Δ0 = 5: a user is biased iff truncation kept that key (the old
+    flag, over every remaining pair, marked all 60)."""
+    sets = [np.arange(20 * u, 20 * u + 20) for u in range(60)]
+    to_table(con, "t", sets)
+    ctx = RunContext(con, resolve(con, "t", "user_id", "item", "t"), Randomness(7))
+    try:
+        stages = DuckDBStages(ctx)
+        pairs = stages.store(stages.sized(stages.pairs()), "pairs")
+        beta = np.where(np.arange(1200) % 20 == 0, 0.5, 1.0)
+        con.register("_mad_beta", pa.table({"_dp_k0": np.arange(1200, dtype=np.int64), "_dp_beta": beta}))
+        status = stages.store(Query("SELECT _dp_k0, _dp_beta, true AS _dp_round2 FROM _mad_beta", {}), "status")
+        con.unregister("_mad_beta")
+        vectors = stages.table_name(mad_duckdb.mad2r_vectors(stages, pairs, status, 5, 0.5, 1.2))
+        rows = con.sql(f"SELECT _dp_user, bool_or(_dp_k0 % 20 = 0), bool_and(_dp_biased), bool_or(_dp_biased) "
+                       f"FROM {vectors} GROUP BY _dp_user").fetchall()
+    finally:
+        ctx.close()
+    assert len(rows) == 60
+    assert all(kept_biased == flag_all == flag_any for _, kept_biased, flag_all, flag_any in rows)
+    assert 5 <= sum(r[1] for r in rows) <= 55                       # both kinds of user occur
+
+
 @pytest.mark.parametrize("max_degree", [3, 100])
 def test_section_6_2_identity(con, max_degree):
     """n users of degree 3 = heavy h + 2 light: w^MAD_j = (c_j/√3)(1 + f·ρ_h/3), ρ_h = 1 − 3τ/n."""

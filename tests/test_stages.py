@@ -203,8 +203,8 @@ def test_truncation_is_a_per_user_top_n_not_a_window_sort(data, monkeypatch, pas
     plans: list[str] = []
     truncate, execute = DuckDBStages.truncate, stages_duckdb.RunContext.execute
 
-    def explained(self, sized, max_contributions):
-        frame = truncate(self, sized, max_contributions)
+    def explained(self, sized, max_contributions, salt=None):
+        frame = truncate(self, sized, max_contributions, salt)
         if frame.sql not in self._tables:                       # one query (else the passes below)
             plans.append(data.execute("EXPLAIN " + frame.sql, frame.params).fetchall()[0][1])
         return frame

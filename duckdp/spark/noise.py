@@ -96,14 +96,15 @@ def counters(df: DataFrame, keys: list[str]) -> tuple[Column, Column, bool]:
     return F.expr(hi), F.expr(lo), may_collide
 
 
-def noised(stages: _Run, frame: DataFrame, kind: str, name: str = "_dp_z") -> DataFrame:
-    """`frame` (one row per key) with column `name`: a fresh standard `kind` draw per key."""
+def noised(stages: _Run, frame: DataFrame, kind: str, name: str = "_dp_z", round_tag: int | None = None) -> DataFrame:
+    """`frame` (one row per key) with column `name`: a standard `kind` draw per key, under a fresh round
+    tag or `round_tag` (one the caller drew: the same draws for the same keys, counters permitting)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
 
     randomness, keys = stages.randomness, stages.keys
-    tag = randomness.next_round()
+    tag = randomness.next_round() if round_tag is None else round_tag
     hi, lo, may_collide = counters(frame, keys)
     frame = frame.withColumn("_dp_chi", hi).withColumn("_dp_clo", lo)
     rank = F.lit(0).cast("long")
@@ -125,17 +126,17 @@ def noised(stages: _Run, frame: DataFrame, kind: str, name: str = "_dp_z") -> Da
 
 
 def scan_noisy(stages: _Run, weights: DataFrame, kind: str, scale: float, choose: Rule,
-               added: dict[str, str]) -> DataFrame:
+               added: dict[str, str], round_tag: int | None = None) -> DataFrame:
     """The Spark twin of duckdp.noise_stage.scan_noisy: noisy = weight (0 where NULL) + scale · fresh
     `kind` noise per key, and `choose(weights, noisy)` (weights NaN where NULL; the mechanism's numpy
     rule) run batch by batch on the executors. Returns the rows it keeps: keys plus the `added`
-    columns (name → Spark SQL type)."""
+    columns (name → Spark SQL type). `round_tag`: as in `noised`."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     _TYPES = {"boolean": T.BooleanType, "double": T.DoubleType, "int": T.IntegerType}
     keys = stages.keys
-    z = noised(stages, weights, kind)
+    z = noised(stages, weights, kind, round_tag=round_tag)
     frame = z.select(*keys, F.col("_dp_w").cast("double").alias("_dp_w"),
                      (F.coalesce(F.col("_dp_w"), F.lit(0.0)) + F.lit(scale) * F.col("_dp_z")).alias("_dp_noisy"))
     schema = T.StructType([frame.schema[k] for k in keys]

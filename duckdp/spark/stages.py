@@ -129,10 +129,11 @@ class SparkStages(Engine):
         z = noised(self, weights, plan.noise)
         return z.where(F.col("_dp_w") + F.lit(plan.scale) * F.col("_dp_z") >= F.lit(plan.threshold)).select(*self.keys)
 
-    def decide(self, weights: DataFrame, plan: NoisePlan, rule: Rule, added: dict[str, str]) -> DataFrame:
+    def decide(self, weights: DataFrame, plan: NoisePlan, rule: Rule, added: dict[str, str],
+               round_tag: int | None = None) -> DataFrame:
         """Noise on every key of `weights` and the mechanism's numpy `rule` on the executors
-        (noise.scan_noisy): the kept keys plus the `added` columns."""
-        return scan_noisy(self, weights, plan.noise, plan.scale, rule, added)
+        (noise.scan_noisy): the kept keys plus the `added` columns; `round_tag` as in `Engine.decide`."""
+        return scan_noisy(self, weights, plan.noise, plan.scale, rule, added, round_tag)
 
     def remove(self, pairs: DataFrame, keys: DataFrame) -> DataFrame:
         """Pairs whose key is not in `keys` (DP-SIPS Alg. 3 line 9; keys are never NULL)."""

@@ -79,10 +79,15 @@ class Engine(ABC):
         """Noise + threshold: the keys whose weight plus fresh keyed noise reaches `plan.threshold`."""
 
     @abstractmethod
-    def decide(self, weights: Frame, plan: NoisePlan, rule: Rule, added: dict[str, str]) -> Frame:
+    def decide(self, weights: Frame, plan: NoisePlan, rule: Rule, added: dict[str, str],
+               round_tag: int | None = None) -> Frame:
         """Noise on EVERY row of `weights` (`_dp_w` + plan.scale · fresh keyed `plan.noise` noise, NULL
         weights as 0), then the mechanism's numpy `rule(weights, noisy)` picks rows batch by batch:
-        the kept keys plus the columns the rule adds (`added`: name → SQL type `boolean`/`double`/`int`)."""
+        the kept keys plus the columns the rule adds (`added`: name → SQL type `boolean`/`double`/`int`).
+        `round_tag`: a tag the caller drew (`randomness.next_round()`) instead of a fresh one, so that a
+        later `decide` with the same tag draws more of the same round's noise: a key's draw is then the
+        same in both calls wherever its PRF counter does not depend on the other keys present (integer
+        keys and key ids; not digest counters, which rank collisions: duckdp/counters.py)."""
 
     @abstractmethod
     def remove(self, pairs: Frame, keys: Frame) -> Frame:

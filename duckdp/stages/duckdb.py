@@ -16,6 +16,7 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Callable
 
 import duckdb
 import pyarrow as pa
@@ -117,6 +118,21 @@ class DuckDBStages(Engine):
             self._passes = self.passes_for(self.source_rows()) if memory_limit_bytes(self.ctx.con) else 1
         return self._passes
 
+    def store_by_user_part(self, query_of: Callable[[str, dict], Query], name: str) -> Query:
+        """Store a per-user query (a window partitioned by user) in the truncation's user-hash passes, so
+        each window fits memory as the truncation's do: `query_of(filter, values)` is the query over the
+        users a ` WHERE` filter on `_dp_user` (with its bound values) selects — none when the input fits,
+        else stage_truncate_pass.sql's split, `hash(_dp_user) % nparts = part`, one pass per part."""
+        passes = self.truncation_passes()
+        if passes == 1:
+            return self.store(query_of("", {}), name)
+        part = " WHERE hash(_dp_user) % $nparts = $part"
+        stored = self.store(query_of(part, {"nparts": passes, "part": 0}), name)
+        for i in range(1, passes):
+            q = query_of(part, {"nparts": passes, "part": i})
+            self.ctx.con.execute(f"INSERT INTO temp.main.{self.table_name(stored)} {q.sql}", q.params)
+        return stored
+
     # -- shared stages -------------------------------------------------------------------------
     def pairs(self) -> Query:
         base = self.ctx.base_idents()
@@ -158,8 +174,15 @@ class DuckDBStages(Engine):
         self.ctx.key_ids = None
         self.ctx.ids_joined = False
 
-    def sized(self, pairs: Query, user_aggregates: str = "") -> Query:
-        return self.query("stage_sized", {"pairs": pairs.sql, "user_aggregates": user_aggregates}, pairs.params)
+    def sized(self, pairs: Query) -> Query:
+        return self.query("stage_sized", {"pairs": pairs.sql}, pairs.params)
+
+    def truncation_hashed(self) -> str:
+        """The columns `truncate` hashes with its salt (stage_truncate_window.sql's {hashed}), for a stage that
+        must order pairs as a truncation will: (user, key), or the key alone under truncation="global"; on key
+        ids the hash of the key columns (RunContext.pair_keys), a fixed function of the pair."""
+        keys = self.ctx.pair_keys
+        return keys if self.truncation == "global" else f"_dp_user, {keys}"
 
     def truncate(self, sized: Query, max_contributions: int, salt: int | None = None) -> Query:
         """One query when the pairs fit; else the same rows built in user-hash passes into a TEMP table.
@@ -171,8 +194,7 @@ class DuckDBStages(Engine):
         the same for every pass count; only time and memory follow it."""
         params = {"max_contributions": max_contributions,
                   "trunc_salt": self.ctx.randomness.salt() if salt is None else salt}
-        keys = self.ctx.pair_keys     # on key ids the hash of the key columns: a fixed function of the pair
-        hashed = keys if self.truncation == "global" else f"_dp_user, {keys}"
+        hashed = self.truncation_hashed()
         passes = self.truncation_passes()
         table = self._tables.get(sized.sql)           # a stored frame, read in place
         if passes > 1:      # the input's rows ask for passes: store the pairs once (it spills), size by their count
@@ -223,7 +245,7 @@ class DuckDBStages(Engine):
         streams the weights, and DuckDB reads the file back batch by batch into the table once the
         weights query is done (a connection runs one query at a time, so it cannot insert while it
         streams). Python's memory stays one batch per noise thread; the table is DuckDB's, within its
-        memory limit. `round_tag`: noise_stage.scan_noisy's (a tag the caller drew, default a fresh one)."""
+        memory limit. `round_tag`: as in `Engine.decide` (noise_stage.scan_noisy's)."""
         target = self.ctx.temp_table("decided")
         with tempfile.TemporaryDirectory(prefix="duckdp_decided_") as folder:
             path = os.path.join(folder, "decided.arrows")

@@ -7,7 +7,8 @@ Each mechanism (and count release) runs seeded on DuckDB over a fixed 8-user tab
 call order with the values they bind. Run ids (hence TEMP table and view names) are fixed to
 `000000000000` by patching `secrets.token_hex` here only; production keeps its random ids. Extra
 cases: string keys (digest counters, sql/noise_weights.sql + noise_scan_ranked.sql), truncation
-in two user-hash passes (stage_truncate_light.sql + stage_truncate_pass.sql), truncation="global"
+in two user-hash passes (stage_truncate_light.sql + stage_truncate_pass.sql; MAD2R's lazy candidates too),
+MAD2R on string keys (its eager screen, mad2r_universe.sql, which lazy round-1 noise skips), truncation="global"
 (DP-SIPS: the order hashes the key alone), and string keys on key ids (multi-round mechanisms'
 unseeded path, stage_key_ids.sql, stage_pairs_ids.sql, stage_output_ids.sql: rendered with the
 seed's salts, the randomness marked unseeded).
@@ -84,6 +85,8 @@ def cases() -> dict[str, tuple[bool, Callable[[duckdb.DuckDBPyConnection, str], 
                                                                           kbar=4, seed=SEED))
     out["weighted_gaussian+string_keys"] = (True, out["weighted_gaussian"][1])
     out["weighted_gaussian+passes"] = (False, out["weighted_gaussian"][1])
+    out["mad2r+passes"] = (False, out["mad2r"][1])        # lazy noise's candidates in user-hash passes
+    out["mad2r+string_keys"] = (True, out["mad2r"][1])    # seeded digest counters: the eager mad2r_universe.sql
     out["dpsips+global"] = (False, lambda con, table: duckdp.select(con, table, algo="dpsips", epsilon=1.0, delta=1e-5,
                                                                      max_contributions=2, seed=SEED,
                                                                      truncation="global"))

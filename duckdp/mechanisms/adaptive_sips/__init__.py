@@ -181,23 +181,27 @@ class AdaptiveSIPS(Mechanism):
         lazy = own.lazy_rounds(stages, params)     # noise of keys no user kept drawn when needed (engines may)
         state, rounds = None, []
         for j, round_plan in enumerate(plan[:-1]):
-            remaining = own.remaining(stages, pairs, state, lazy)
-            vectors = round_vectors(stages, own, remaining, round_plan, max_contributions)
+            salt = stages.randomness.salt()          # this round's truncation: `remaining` may order by it
+            remaining = own.remaining(stages, pairs, state, salt, lazy)
+            vectors = round_vectors(stages, own, remaining, round_plan, max_contributions, salt)
             new, released = own.state(stages, remaining, vectors, state, round_plan, params, j, lazy)
             if state is not None:
                 stages.drop(state)
             state = new
             rounds.append(Round.from_plan(j, round_plan, released))
-        remaining = own.remaining(stages, pairs, state, lazy)
+        salt = stages.randomness.salt()
+        remaining = own.remaining(stages, pairs, state, salt, lazy)
         last = stages.release(own.weights(stages, round_vectors(stages, own, remaining, plan[-1],
-                                                                max_contributions)), plan[-1])
+                                                                max_contributions, salt)), plan[-1])
         table = stages.output(last if state is None else stages.union(own.released(stages, state), last))
         released = stages.num_rows(table) - sum(r.released for r in rounds)
         rounds.append(Round.from_plan(len(plan) - 1, plan[-1], released))
         return table, rounds
 
 
-def round_vectors(stages: Engine, own: ModuleType, remaining: Frame, plan: RoundPlan, max_contributions: int) -> Frame:
-    """Steps 2–3: R̃_u by the generic truncation stage (fresh salt), then each user's capped vector
-    (`own`: the family's stages on this engine)."""
-    return own.vectors(stages, stages.truncate(stages.sized(remaining), max_contributions), plan.extra.cap)
+def round_vectors(stages: Engine, own: ModuleType, remaining: Frame, plan: RoundPlan, max_contributions: int,
+                  salt: int) -> Frame:
+    """Steps 2–3: R̃_u by the generic truncation stage under the round's fresh `salt` (drawn by `run`,
+    which hands the same salt to `remaining`), then each user's capped vector (`own`: the family's stages
+    on this engine)."""
+    return own.vectors(stages, stages.truncate(stages.sized(remaining), max_contributions, salt), plan.extra.cap)

@@ -43,10 +43,9 @@ class LazyRounds:
 
 def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
     """A `LazyRounds` where a key's counter is the same whichever keys a round noises (integer keys,
-    key ids; not digest counters, whose collision ranks depend on the keys present) and the truncation fits
-    DuckDB's memory limit in one pass (the lazy candidates are one per-user window; the eager path truncates
-    in user-hash passes and gives the same release), else None."""
-    if counter_sql(engine.ctx.key_types)[2] or engine.truncation_passes() > 1:
+    key ids; not digest counters, whose collision ranks depend on the keys present), else None. The
+    candidates' per-user window runs in the truncation's user-hash passes (DuckDBStages.store_by_user_part)."""
+    if counter_sql(engine.ctx.key_types)[2]:
         return None
     return LazyRounds(params)
 
@@ -60,12 +59,13 @@ def candidate_limit(delta0: int, a_drop: float, rounds: int) -> int:
     return math.ceil(2 * delta0 / max(survive, 1e-9)) + SLACK
 
 
-def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, lazy: LazyRounds | None = None) -> Query:
+def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int,
+              lazy: LazyRounds | None = None) -> Query:
     """Step 1, R_u with `_dp_level`: every stored pair at level 1 in round 1 [adaptive_sips_first.sql],
     else the pairs whose key is in play in `state` [adaptive_sips_remaining.sql]. With `lazy` (module
     docstring) the same over a state first completed where the truncation that follows needs it
     [adaptive_sips_unnoised_pairs.sql, _candidates.sql, _unnoised.sql, _unsettled.sql]: each user's
-    first m pairs whose key no round noised yet, in that truncation's order (its salt, read ahead), get
+    first m pairs whose key no round noised yet, in that truncation's order (its `salt`), get
     their keys' earlier noise now (`noise_late`); a user cut at m with fewer than Δ0 of those in play
     before the cut gets all of them (a second pass). The result R'_u ⊆ R_u holds every pair of R_u
     ordered before u's cut, Δ0 of them when a cut was made (else R'_u = R_u), so the truncation keeps
@@ -78,11 +78,14 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, lazy: Laz
         delta0 = lazy.params.delta0
         limit = candidate_limit(delta0, lazy.params["a_drop"], len(lazy.rounds))
         idents = {"pairs": engine.table_name(pairs), "state": table, "match": ctx.key_match("p", "s"),
-                  "order_keys": ctx.pair_keys, "users": ""}
-        salt = {"trunc_salt": ctx.randomness.peek_salt()}         # the next truncation's (round_vectors)
-        unnoised = engine.query("adaptive_sips_unnoised_pairs", idents, salt)
-        candidates = engine.store(engine.query("adaptive_sips_candidates", {"unnoised": unnoised.sql},
-                                               salt | {"candidates": limit}), "candidates")
+                  "hashed": engine.truncation_hashed(), "users": ""}
+        order = {"trunc_salt": salt}                # the salt of the truncation that follows (round_vectors)
+
+        def candidates_of(users: str, part: dict) -> Query:   # one user-hash part's candidates
+            unnoised = engine.query("adaptive_sips_unnoised_pairs", idents | {"users": users}, order | part)
+            return engine.query("adaptive_sips_candidates", {"unnoised": unnoised.sql},
+                                unnoised.params | {"candidates": limit})
+        candidates = engine.store_by_user_part(candidates_of, "candidates")
         name = engine.table_name(candidates)
         noise_late(engine, name, table, lazy)
         unsettled = engine.store(engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
@@ -91,7 +94,7 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, lazy: Laz
         users = engine.table_name(unsettled)
         if ctx.scalar(f"SELECT count(*) FROM {users}"):      # their R̃_u may lie past the cut: all of theirs
             every = engine.query("adaptive_sips_unnoised_pairs",
-                                 idents | {"users": f" WHERE _dp_user IN (SELECT _dp_user FROM {users})"}, salt)
+                                 idents | {"users": f" WHERE _dp_user IN (SELECT _dp_user FROM {users})"}, order)
             ctx.con.execute(f"INSERT INTO {name} {every.sql}", every.params)
             noise_late(engine, name, table, lazy)
         engine.drop(unsettled)

@@ -18,9 +18,11 @@ def lazy_rounds(engine: SparkStages, params: Params) -> None:
     return None
 
 
-def remaining(engine: SparkStages, pairs: DataFrame, state: DataFrame | None, lazy: None = None) -> DataFrame:
+def remaining(engine: SparkStages, pairs: DataFrame, state: DataFrame | None, salt: int,
+              lazy: None = None) -> DataFrame:
     """Step 1, R_u with each key's level: every pair at level 1 in round 1 (the template adaptive_sips_first.sql),
-    else the pairs whose key is in play in `state` (adaptive_sips_remaining.sql)."""
+    else the pairs whose key is in play in `state` (adaptive_sips_remaining.sql). `salt`, the round's
+    truncation salt, orders only lazy noise's candidates (DuckDB); Spark has none."""
     if state is None:
         return engine.template("adaptive_sips_first", {"pairs": pairs}, {})
     return engine.template("adaptive_sips_remaining", {"pairs": pairs, "state": state}, {},

@@ -21,7 +21,9 @@ mad2r_set_biased.sql)], MAD stages 1–4 [mad_weights.sql], the
 generic noise + threshold stage (duckdp/noise_stage.py), and MAD2R's screen between the rounds
 [mad2r_universe.sql, then `screen_round1` in numpy through the generic `decide` stage,
 mad2r_status.sql: round-1 noisy weights on the whole universe and round-2 preprocessing, storing only
-the keys released, removed or biased].
+the keys released, removed or biased]. Engines may draw round 1's noise on keys no user kept only when
+round 2's truncation may keep them (`own.mad2r_lazy`; DuckDB on integer keys and key ids: duckdb.py),
+with the same release (docs/specs/mad-mad2r.md §6, "Lazy round-1 noise").
 """
 from __future__ import annotations
 
@@ -208,11 +210,15 @@ class Mad2R(Mechanism):
         own = self.own_stages(stages)
         pairs = stages.store(stages.sized(stages.round_pairs()), "pairs")   # read from the input once
         vectors1 = unbiased_vectors(stages, own, pairs, max_contributions)
-        status = own.mad2r_screen(stages, pairs, vectors1, plan1, plan2, max_contributions)
+        lazy = own.mad2r_lazy(stages)     # round-1 noise of keys no user kept drawn when needed (engines may)
+        status = own.mad2r_screen(stages, pairs, vectors1, plan1, plan2, max_contributions, lazy)
+        salt = stages.randomness.salt()                                  # round 2's truncation
+        if lazy is not None:
+            own.noise_late(stages, pairs, vectors1, status, lazy, plan2, max_contributions, salt)
         stages.drop(vectors1)                                            # free memory before round 2
         first = stages.num_rows(stages.output(own.mad2r_released(stages, status)))
         vectors2 = own.mad2r_vectors(stages, pairs, status, max_contributions, plan2.extra.beta_min,
-                                     plan2.extra.beta_max)
+                                     plan2.extra.beta_max, salt)
         second = stages.release(own.mad_weights(stages, vectors2, plan2), plan2)
         table = stages.output(stages.union(own.mad2r_released(stages, status), second))   # one sorted output
         return table, [Round.from_plan(0, plan1, first),

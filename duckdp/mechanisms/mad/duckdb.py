@@ -1,10 +1,66 @@
-"""MAD and MAD2R's own stages on DuckDB (templates in ./sql; spec docs/specs/mad-mad2r.md)."""
+"""MAD and MAD2R's own stages on DuckDB (templates in ./sql; spec docs/specs/mad-mad2r.md).
+
+Lazy round-1 noise (MAD2R, run with a `LazyScreen`, `mad2r_lazy`): ŵ1 of a key is the PRF value at
+(round 1's tag, the key's counter) plus its weight, the same whenever it is drawn. A key outside ∪S̃_u
+(every holder, each over Δ0, truncated it away) has weight 0, and its screen (removed for round 2,
+biased) is read only by round 2's truncation of its holders and by their vectors when kept (the bias
+flag reads the kept pairs only, spec §4). So round 1 noises ∪S̃_u, and such a key gets its round-1
+noise only when round 2's truncation may keep it (`noise_late`): each user's first m pairs not noised
+in that truncation's order (its salt, which the mechanism draws first and hands to both), all of them
+for a user cut at m with fewer than Δ0 of those kept for round 2 before the cut. Every pair of R_u
+before a user's cut then has its screen, Δ0 of them are in R_u when a cut was made, and a pair after
+the cut that was never noised (treated as unbiased in round 2: no status row) is never kept, so the
+truncation keeps the same pairs of R_u with the same d. Every draw is one the eager rule (noise on
+every key of the universe, mad2r_universe.sql) makes, on the same counter with the same round's
+sub-key, and every decision reads only such draws: the release is the same function of the data and
+the PRF key (bit-identical under a seed; the same distribution unseeded). Only where counters do not
+depend on which keys a round noises (integer keys and key ids, not digest counters), as adaptive SIPS's
+lazy noise; the candidates' per-user top-m runs in the truncation's user-hash passes.
+"""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+from scipy.special import ndtr
+
+from ...counters import counter_sql
+from ...errors import InternalError
 from ...stages import Query
+from ...stages.base import Rule
 from ...stages.duckdb import DuckDBStages, merge
 from ..base import RoundPlan
 from . import SCREEN_COLUMNS, screen_exceptions
+
+SLACK = 64          # candidates beyond the expected need: a user's R̃_u almost always lies among them
+
+
+@dataclass
+class LazyScreen:
+    """Round 1's noise draw (tag, plan, screen rule), once `mad2r_screen` has drawn it, to draw it late."""
+
+    tag: int | None = None
+    plan: RoundPlan | None = None
+    rule: Rule | None = None
+
+
+def mad2r_lazy(engine: DuckDBStages) -> LazyScreen | None:
+    """A `LazyScreen` where a key's counter is the same whichever keys a round noises (integer keys, key
+    ids; not digest counters, whose collision ranks depend on the keys present), else None (the eager
+    screen, the same release). The candidates' per-user window runs in the truncation's user-hash passes
+    (DuckDBStages.store_by_user_part)."""
+    if counter_sql(engine.ctx.key_types)[2]:
+        return None
+    return LazyScreen()
+
+
+def candidate_limit(max_contributions: int, plan1: RoundPlan, plan2: RoundPlan) -> int:
+    """How many pairs not noised yet `noise_late` screens first per user: about twice what Δ0 pairs of
+    R_u need (a key of weight 0 stays for round 2 when σ1·z + c_U·σ1 ≥ T2, probability
+    Φ((c_U·σ1 − T2)/σ1)), plus SLACK. Any limit ≥ 1 gives the same R̃_u (a user it cuts short gets a
+    second pass); this one makes the second pass rare."""
+    stay = float(ndtr((plan2.extra.upper - plan2.threshold) / plan1.scale))
+    return math.ceil(2 * max_contributions / max(stay, 1e-9)) + SLACK
 
 
 def mad_vectors(engine: DuckDBStages, kept: Query) -> Query:
@@ -22,37 +78,88 @@ def mad_weights(engine: DuckDBStages, vectors: Query, plan: RoundPlan) -> Query:
 
 
 def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1: RoundPlan, plan2: RoundPlan,
-                 max_contributions: int) -> Query:
+                 max_contributions: int, lazy: LazyScreen | None = None) -> Query:
     """Round-1 noisy weights ŵ1 on the whole universe (support ∪ keys of users over Δ0)
     [mad2r_universe.sql], MAD2R's decisions by the generic `decide` stage with `screen_round1`, and
-    only the exceptions (released, removed or biased keys) stored [mad2r_status.sql]."""
+    only the exceptions (released, removed or biased keys) stored [mad2r_status.sql]. With `lazy`
+    (module docstring) ŵ1 on the support ∪S̃_u only, under a round tag recorded in `lazy`."""
     ctx = engine.ctx
     keys = ctx.key_aliases
     weighted = mad_weights(engine, vectors, plan1)
-    universe = engine.query("mad2r_universe", {"weighted": weighted.sql, "pairs": engine.table_name(pairs),
-                                               "keys": keys},
-                            merge(weighted.params, {"max_contributions": max_contributions}))
-    exceptions = engine.decide(universe, plan1, screen_exceptions(plan1, plan2), SCREEN_COLUMNS)
+    universe = weighted if lazy is not None else engine.query(
+        "mad2r_universe", {"weighted": weighted.sql, "pairs": engine.table_name(pairs), "keys": keys},
+        merge(weighted.params, {"max_contributions": max_contributions}))
+    rule = screen_exceptions(plan1, plan2)
+    tag = None
+    if lazy is not None:            # round 1's tag, as the noise stage would draw it, kept for late draws
+        tag = lazy.tag = ctx.randomness.next_round()
+        lazy.plan, lazy.rule = plan1, rule
+    exceptions = engine.decide(universe, plan1, rule, SCREEN_COLUMNS, round_tag=tag)
     target = ctx.temp_table("status")
     ctx.execute("mad2r_status", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
-    # the insert casts keys back to the input's types (HUGEINT, UUID, BLOB, lists, structs)
-    ctx.con.execute(f"INSERT INTO temp.main.{target} BY NAME SELECT * FROM {engine.table_name(exceptions)}")
-    engine.drop(exceptions)
+    add_exceptions(engine, target, exceptions)
     return engine.table(target)
 
 
+def add_exceptions(engine: DuckDBStages, status: str, exceptions: Query) -> None:
+    """Insert decided exceptions into the status table (the insert casts keys back to the input's types:
+    HUGEINT, UUID, BLOB, lists, structs) and free them."""
+    engine.ctx.con.execute(f"INSERT INTO temp.main.{status} BY NAME SELECT * FROM {engine.table_name(exceptions)}")
+    engine.drop(exceptions)
+
+
+def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query, lazy: LazyScreen,
+               plan2: RoundPlan, max_contributions: int, salt: int) -> None:
+    """Lazy round 1 (module docstring): each user's first m pairs whose key round 1 did not noise, in the
+    order of round 2's truncation under `salt` [mad2r_candidates.sql], get their keys' round-1 noise now
+    through the screen rule with no weight [mad2r_late_keys.sql → `decide` under round 1's tag], their
+    exceptions added to `status`; a user cut at m with fewer than Δ0 of those kept for round 2 before the
+    cut [mad2r_unsettled.sql] gets all of its keys screened (a second pass). `support`: the round-1 user
+    vectors (∪S̃_u, the keys round 1 noised)."""
+    plan1, rule, tag = lazy.plan, lazy.rule, lazy.tag
+    if plan1 is None or rule is None or tag is None:
+        raise InternalError("invariant failed: noise_late runs after mad2r_screen drew round 1 lazily")
+    ctx = engine.ctx
+    limit = candidate_limit(max_contributions, plan1, plan2)
+    pairs_name, support_name, status_name = engine.table_name(pairs), engine.table_name(support), \
+        engine.table_name(status)
+    candidates = engine.store_by_user_part(
+        lambda users, part: engine.query("mad2r_candidates", {"pairs": pairs_name, "support": support_name,
+                                                              "match": ctx.key_match("p", "s"),
+                                                              "hashed": engine.truncation_hashed(), "users": users},
+                                         {"trunc_salt": salt, "candidates": limit} | part), "candidates")
+    name = engine.table_name(candidates)
+    late = {"support": support_name, "match": ctx.key_match("p", "s"), "keys": ctx.key_aliases}
+
+    def screen(keys: Query) -> None:
+        add_exceptions(engine, status_name, engine.decide(keys, plan1, rule, SCREEN_COLUMNS, round_tag=tag))
+
+    screen(engine.query("mad2r_late_keys", late | {"pairs": name, "screened": "", "users": ""}))
+    unsettled = engine.store(engine.query("mad2r_unsettled", {"candidates": name, "status": status_name,
+                                                              "match": ctx.key_match("c", "s")},
+                                          {"candidates": limit, "max_contributions": max_contributions}),
+                             "unsettled")
+    users = engine.table_name(unsettled)
+    if ctx.scalar(f"SELECT count(*) FROM {users}"):     # their R̃_u may lie past the cut: all of their keys
+        screen(engine.query("mad2r_late_keys", late | {
+            "pairs": pairs_name, "screened": f" ANTI JOIN {name} AS c ON {ctx.key_match('p', 'c')}",
+            "users": f" WHERE p._dp_user IN (SELECT _dp_user FROM {users})"}))
+    engine.drop(unsettled)
+    engine.drop(candidates)
+
+
 def mad2r_vectors(engine: DuckDBStages, pairs: Query, status: Query, max_contributions: int, beta_min: float,
-                  beta_max: float) -> Query:
+                  beta_max: float, salt: int | None = None) -> Query:
     """Stored round-2 user vectors (`_dp_user`, keys, `_dp_d`, `_dp_v`, `_dp_uw`, `_dp_biased`)
     [mad2r_remaining.sql, mad2r_vectors.sql, mad2r_biased.sql written in place by mad2r_set_biased.sql;
-    spec §6, §4]."""
+    spec §6, §4], truncated under `salt` (the mechanism's round-2 salt; a fresh one if None)."""
     ctx = engine.ctx
     keys = ctx.key_aliases
     remaining = engine.query("mad2r_remaining", {"pairs": engine.table_name(pairs), "keys": keys,
                                                  "status": engine.table_name(status),
                                                  "carried": ", p._dp_h" if ctx.ids_joined else ""},
                              {"beta_min": beta_min})
-    kept = engine.truncate(engine.sized(remaining, ", bool_or(_dp_b < 1) AS _dp_biased"), max_contributions)
+    kept = engine.truncate(engine.sized(remaining), max_contributions, salt)
     vectors = engine.store(engine.query("mad2r_vectors", {"kept": kept.sql, "keys": keys}, kept.params), "vectors2")
     target = engine.table_name(vectors)
     biased = engine.query("mad2r_biased", {"vectors": target, "keys": keys}, {"beta_max": beta_max})

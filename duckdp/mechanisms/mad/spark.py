@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
+def mad2r_lazy(engine: SparkStages) -> None:
+    """None: Spark screens every key of MAD2R's round-1 universe (the DuckDB stages may screen some lazily)."""
+    return None
+
+
 def mad_vectors(engine: SparkStages, kept: DataFrame) -> DataFrame:
     """Stored user vectors with w^u_i = 1/√d_u: the template mad_vectors.sql (spec §2 step 1, §4)."""
     return engine.store(engine.template("mad_vectors", {"kept": kept}, {}, subqueries=("kept",)))
@@ -27,7 +32,7 @@ def mad_weights(engine: SparkStages, vectors: DataFrame, plan: RoundPlan) -> Dat
 
 
 def mad2r_screen(engine: SparkStages, pairs: DataFrame, vectors: DataFrame, plan1: RoundPlan, plan2: RoundPlan,
-                 max_contributions: int) -> DataFrame:
+                 max_contributions: int, lazy: None = None) -> DataFrame:
     """Round-1 weights ŵ1 on the whole universe (∪S̃_u and the keys of users over Δ0: the template
     mad2r_universe.sql), MAD2R's decisions by the generic `decide` stage with `screen_round1`, and
     only the exceptions (released, removed or biased) stored."""
@@ -37,17 +42,16 @@ def mad2r_screen(engine: SparkStages, pairs: DataFrame, vectors: DataFrame, plan
 
 
 def mad2r_vectors(engine: SparkStages, pairs: DataFrame, status: DataFrame, max_contributions: int, beta_min: float,
-                  beta_max: float) -> DataFrame:
-    """Stored round-2 user vectors (spec §4, §6): round-2 pairs with b_i (mad2r_remaining.sql) re-cut to Δ0,
+                  beta_max: float, salt: int | None = None) -> DataFrame:
+    """Stored round-2 user vectors (spec §4, §6): round-2 pairs with b_i (mad2r_remaining.sql) re-cut to Δ0
+    (under `salt`, the mechanism's round-2 salt; a fresh one if None),
     v_i = b_i/√d and 1/√d (mad2r_vectors.sql), the water-filling λ* for users with a bias below 1
     (mad2r_biased.sql) in place of 1/√d."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     remaining = engine.template("mad2r_remaining", {"pairs": pairs, "status": status}, {"beta_min": beta_min},
                                 fragments={"carried": ""})
-    biased = F.bool_or(F.col("_dp_b") < 1).over(Window.partitionBy("_dp_user"))      # stage_sized.sql's bool_or
-    kept = engine.truncate(engine.sized(remaining.withColumn("_dp_biased", biased)), max_contributions)
+    kept = engine.truncate(engine.sized(remaining), max_contributions, salt)
     vectors = engine.template("mad2r_vectors", {"kept": kept}, {}, subqueries=("kept",))
     water = engine.template("mad2r_biased", {"vectors": vectors}, {"beta_max": beta_max})
     return engine.store(vectors.where(~F.col("_dp_biased")).unionByName(water))

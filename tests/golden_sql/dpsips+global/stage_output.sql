@@ -1,4 +1,4 @@
 -- rendering 1 of 1; binds none
 SELECT _dp_k0 AS "item" FROM ((SELECT * FROM "_duckdp_000000000000_released1")
 UNION ALL
-(SELECT * FROM "_duckdp_000000000000_selected2")) ORDER BY ALL
+(SELECT * FROM "_duckdp_000000000000_selected4")) ORDER BY ALL

@@ -1,4 +1,4 @@
 -- rendering 1 of 1; binds none
 SELECT _dp_k0 AS "item" FROM temp.main."_duckdp_000000000000_key_ids0" WHERE _dp_id IN (SELECT _dp_k0 FROM ((SELECT * FROM "_duckdp_000000000000_released2")
 UNION ALL
-(SELECT * FROM "_duckdp_000000000000_selected2"))) ORDER BY ALL
+(SELECT * FROM "_duckdp_000000000000_selected5"))) ORDER BY ALL

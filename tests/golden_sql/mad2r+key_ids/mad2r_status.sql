@@ -1,8 +1,7 @@
--- rendering 1 of 1; binds $max_contributions=2, $max_degree=2, $min_degree=2, $reroute=0.45710678118654746, $tau=99.29215355508413
-CREATE TEMP TABLE "_duckdp_000000000000_status4" AS
+-- rendering 1 of 1; binds $max_degree=2, $min_degree=2, $reroute=0.45710678118654746, $tau=99.29215355508413
+CREATE TEMP TABLE "_duckdp_000000000000_status5" AS
 SELECT _dp_k0, NULL::BOOLEAN AS _dp_released, NULL::BOOLEAN AS _dp_round2, NULL::DOUBLE AS _dp_beta
-FROM (WITH weighted AS (   -- round-1 MAD weights (sql/mad_weights.sql), keys of ∪S̃_u only
-  WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
+FROM (WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
   SELECT _dp_k0, sum(_dp_uw / sqrt(_dp_d)) AS _dp_init
   FROM "_duckdp_000000000000_vectors2" WHERE _dp_d BETWEEN $min_degree AND $max_degree GROUP BY _dp_k0
 ), truncated AS (    -- stage 2: items above τ are cut to τ; ρ_i = (ŵ_i − τ)/ŵ_i (0 elsewhere, not stored)
@@ -18,8 +17,4 @@ SELECT _dp_k0,
                   THEN $reroute * coalesce(_dp_e, 0) * _dp_uw + (1 - 1 / sqrt(_dp_d)) * _dp_uw
                   ELSE _dp_uw END) AS _dp_w
 FROM "_duckdp_000000000000_vectors2" LEFT JOIN excess USING (_dp_user)
-GROUP BY _dp_k0
-), big AS (          -- keys of users over Δ0 (the stored stage_sized.sql pairs): with ∪S̃_u, every key of the input
-  SELECT DISTINCT _dp_k0 FROM "_duckdp_000000000000_pairs1" WHERE _dp_size > $max_contributions
-)
-SELECT _dp_k0, _dp_w FROM weighted FULL JOIN big USING (_dp_k0)) LIMIT 0
+GROUP BY _dp_k0) LIMIT 0

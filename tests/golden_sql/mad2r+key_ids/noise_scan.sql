@@ -1,7 +1,6 @@
--- rendering 1 of 2; binds $max_contributions=2, $max_degree=2, $min_degree=2, $reroute=0.45710678118654746, $tau=99.29215355508413
+-- rendering 1 of 3; binds $max_degree=2, $min_degree=2, $reroute=0.45710678118654746, $tau=99.29215355508413
 SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
-FROM (WITH weighted AS (   -- round-1 MAD weights (sql/mad_weights.sql), keys of ∪S̃_u only
-  WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
+FROM (WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
   SELECT _dp_k0, sum(_dp_uw / sqrt(_dp_d)) AS _dp_init
   FROM "_duckdp_000000000000_vectors2" WHERE _dp_d BETWEEN $min_degree AND $max_degree GROUP BY _dp_k0
 ), truncated AS (    -- stage 2: items above τ are cut to τ; ρ_i = (ŵ_i − τ)/ŵ_i (0 elsewhere, not stored)
@@ -17,22 +16,23 @@ SELECT _dp_k0,
                   THEN $reroute * coalesce(_dp_e, 0) * _dp_uw + (1 - 1 / sqrt(_dp_d)) * _dp_uw
                   ELSE _dp_uw END) AS _dp_w
 FROM "_duckdp_000000000000_vectors2" LEFT JOIN excess USING (_dp_user)
-GROUP BY _dp_k0
-), big AS (          -- keys of users over Δ0 (the stored stage_sized.sql pairs): with ∪S̃_u, every key of the input
-  SELECT DISTINCT _dp_k0 FROM "_duckdp_000000000000_pairs1" WHERE _dp_size > $max_contributions
-)
-SELECT _dp_k0, _dp_w FROM weighted FULL JOIN big USING (_dp_k0))
+GROUP BY _dp_k0)
 
--- rendering 2 of 2; binds $max_degree=2, $min_degree=2, $reroute=0.22855339059327373, $tau=31.910910593711478
+-- rendering 2 of 3; binds none
+SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
+FROM (SELECT DISTINCT _dp_k0, NULL::DOUBLE AS _dp_w
+FROM (SELECT p.* FROM "_duckdp_000000000000_candidates6" AS p ANTI JOIN "_duckdp_000000000000_vectors2" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS late)
+
+-- rendering 3 of 3; binds $max_degree=2, $min_degree=2, $reroute=0.22855339059327373, $tau=31.910910593711478
 SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w
 FROM (WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
   SELECT _dp_k0, sum(_dp_uw / sqrt(_dp_d)) AS _dp_init
-  FROM "_duckdp_000000000000_vectors25" WHERE _dp_d BETWEEN $min_degree AND $max_degree GROUP BY _dp_k0
+  FROM "_duckdp_000000000000_vectors210" WHERE _dp_d BETWEEN $min_degree AND $max_degree GROUP BY _dp_k0
 ), truncated AS (    -- stage 2: items above τ are cut to τ; ρ_i = (ŵ_i − τ)/ŵ_i (0 elsewhere, not stored)
   SELECT _dp_k0, (_dp_init - $tau) / _dp_init AS _dp_ratio FROM initial WHERE _dp_init > $tau
 ), excess AS (       -- stage 3: e_u = Σ_i ρ_i w^u_i/√d_u, returned in proportion to contribution
   SELECT _dp_user, sum(_dp_ratio * _dp_uw / sqrt(_dp_d)) AS _dp_e
-  FROM "_duckdp_000000000000_vectors25" JOIN truncated USING (_dp_k0)
+  FROM "_duckdp_000000000000_vectors210" JOIN truncated USING (_dp_k0)
   WHERE _dp_d BETWEEN $min_degree AND $max_degree GROUP BY _dp_user
 )
 SELECT _dp_k0,
@@ -40,5 +40,5 @@ SELECT _dp_k0,
        + sum(CASE WHEN _dp_d BETWEEN $min_degree AND $max_degree
                   THEN $reroute * coalesce(_dp_e, 0) * _dp_uw + (1 - 1 / sqrt(_dp_d)) * _dp_uw
                   ELSE _dp_uw END) AS _dp_w
-FROM "_duckdp_000000000000_vectors25" LEFT JOIN excess USING (_dp_user)
+FROM "_duckdp_000000000000_vectors210" LEFT JOIN excess USING (_dp_user)
 GROUP BY _dp_k0)
