@@ -18,8 +18,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import duckdb
 
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         floor_params = {"salt": 0x1234_5678_9ABC_DEF0, "threshold": FLOOR_THRESHOLD}
         con.sql(floor_sql, params=floor_params).to_arrow_table()
 
-        def release(name: str, algo: str, seed: int | None = None):
+        def release(name: str, algo: str, seed: int | None = None) -> Any:
             return packages[name].select(con, "synth", algo=algo, rho=0.1, delta=1e-5, max_contributions=DELTA0,
                                          item_col="item", seed=seed)
 
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
             if not outs[0].equals(outs[1]):
                 raise SystemExit(f"{algo}: old and new seeded releases differ")
 
-        def timed(fn) -> tuple[float, float]:
+        def timed(fn: Callable[[], object]) -> tuple[float, float]:
             t0, w = os.times(), time.perf_counter()
             fn()
             t1 = os.times()
