@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
             res["floor"].append(timed(lambda: con.sql(floor_sql, params=floor_params).to_arrow_table()))
             for algo in args.algos:
                 for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
-                    res.setdefault(f"{algo}/{name}", []).append(timed(lambda a=algo, n=name: release(n, a)))
+                    res.setdefault(f"{algo}/{name}", []).append(timed(partial(release, name, algo)))
     fw, fc = (statistics.median(x[i] for x in res["floor"]) for i in (0, 1))
     print(f"# {args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
           f"load average {min(loads):.1f}–{max(loads):.1f}, DuckDB {duckdb.__version__}")
