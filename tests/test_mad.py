@@ -457,3 +457,19 @@ def test_one_key_per_user_runs_with_defaults(con, algo):
     con.execute("CREATE TABLE one AS SELECT range % 50 AS user_id, 'k' || (range % 7) AS item FROM range(500)")
     r = duckdp.select(con, "one", algo=algo, rho=0.5, delta=1e-5, max_contributions=1, seed=1)
     assert len(r) > 0
+
+
+def test_mad_materialises_only_its_user_vectors(con, monkeypatch):
+    """MAD reads its pairs once (the truncation), so the only TEMP table it writes is the user vectors
+    its three grouped passes read: no stored copy of the pairs (issue #21 item 1, fewer passes)."""
+    to_table(con, "t", random_sets(np.random.default_rng(5), 300, 40, 12))
+    stages: list[str] = []
+    original = RunContext.temp_table
+
+    def recorded(self, stage):
+        stages.append(stage)
+        return original(self, stage)
+
+    monkeypatch.setattr(RunContext, "temp_table", recorded)
+    duckdp.select(con, "t", algo="mad", rho=0.5, delta=1e-5, max_contributions=5, seed=1)
+    assert stages == ["vectors"]

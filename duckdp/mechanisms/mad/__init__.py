@@ -109,8 +109,8 @@ def _mad_guarantee(plan: RoundPlan, params: Params, bound: bool) -> RoundGuarant
 
 
 def unbiased_vectors(stages: Engine, own: ModuleType, pairs: Frame, max_contributions: int) -> Frame:
-    """Stored kept (user, key) pairs with d_u and w^u_i = 1/√d_u (§2 step 1, §4), from the stored
-    sized pairs, truncated to Δ0 with a fresh salt (`own`: the family's stages on this engine)."""
+    """Stored kept (user, key) pairs with d_u and w^u_i = 1/√d_u (§2 step 1, §4), from the sized
+    pairs (stored or not), truncated to Δ0 with a fresh salt (`own`: the family's stages on this engine)."""
     return own.mad_vectors(stages, stages.truncate(pairs, max_contributions))
 
 
@@ -163,8 +163,8 @@ class Mad(Mechanism):
     def run(self, stages: Engine, plan: list[RoundPlan], params: Params) -> tuple[pa.Table, list[Round]]:
         (round_plan,) = plan
         own = self.own_stages(stages)
-        pairs = stages.store(stages.sized(stages.round_pairs()), "pairs")   # read from the input once
-        vectors = unbiased_vectors(stages, own, pairs, params.delta0)
+        # the pairs are read once, by the truncation: not stored (one query fewer, no copy held while weighting)
+        vectors = unbiased_vectors(stages, own, stages.sized(stages.round_pairs()), params.delta0)
         table = stages.output(stages.release(own.mad_weights(stages, vectors, round_plan), round_plan))
         return table, [Round.from_plan(0, round_plan, stages.num_rows(table))]
 

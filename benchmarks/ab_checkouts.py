@@ -1,0 +1,110 @@
+"""Paired before/after of two whole duckdp checkouts in one process (issue #21 item 1: mad, mad2r, adaptive_sips
+speed): `old` is another checkout's package, imported as `duckdp_old` (its template loader pointed at its own
+sql/ folders), `new` is this checkout. Per repeat the raw-SQL floor of bench_speed.py runs once, then each
+mechanism's old and new releases alternate (old first on even repeats), so both arms see the same load.
+Reported: medians of wall and CPU (user + system, all threads) with their ratios to the floor, the median paired
+CPU saving. Both arms must give the same seeded release first.
+
+    git -C . archive <old commit> | tar -x -C /tmp/old
+    python benchmarks/ab_checkouts.py --old /tmp/old --rows 10000000 --key-type bigint --algos mad --repeat 5
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import duckdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import duckdp  # noqa: E402
+from duckdp.datasets import create_synthetic  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_speed import DELTA0, FLOOR_SQL, FLOOR_THRESHOLD, KEY_TYPES  # noqa: E402
+
+
+def import_old(checkout: Path, folder: Path) -> ModuleType:
+    """`checkout`'s duckdp package as `duckdp_old`: copied under `folder` with its sql/ beside it (where the
+    template loader's source-checkout fallback finds it) and its loader's package name renamed."""
+    shutil.copytree(checkout / "duckdp", folder / "duckdp_old")
+    shutil.copytree(checkout / "sql", folder / "sql")
+    templates = folder / "duckdp_old" / "templates.py"
+    templates.write_text(templates.read_text().replace('files("duckdp")', 'files("duckdp_old")'))
+    sys.path.insert(0, str(folder))
+    return importlib.import_module("duckdp_old")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--old", type=Path, required=True, help="checkout (a git archive) whose duckdp is `old`")
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--key-type", choices=list(KEY_TYPES), default="bigint")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--algos", nargs="+", default=["mad", "mad2r", "adaptive_sips"])
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="duckdp_ab_") as folder:
+        packages = {"old": import_old(args.old, Path(folder)), "new": duckdp}
+        con = duckdb.connect()
+        create_synthetic(con, "synth_bigint", args.rows, seed=0)
+        keys, rebuild = KEY_TYPES[args.key_type]
+        select = (rebuild or "SELECT * FROM synth").replace("FROM synth", "FROM synth_bigint")
+        con.execute("CREATE TABLE synth AS " + select)
+        con.execute(f"SET threads = {int(args.threads)}")
+        floor_sql = FLOOR_SQL.format(keys=", ".join(keys), delta0=DELTA0)
+        floor_params = {"salt": 0x1234_5678_9ABC_DEF0, "threshold": FLOOR_THRESHOLD}
+        con.sql(floor_sql, params=floor_params).to_arrow_table()
+
+        def release(name: str, algo: str, seed: int | None = None) -> Any:
+            return packages[name].select(con, "synth", algo=algo, rho=0.1, delta=1e-5, max_contributions=DELTA0,
+                                         item_col="item", seed=seed)
+
+        for algo in args.algos:
+            outs = []
+            for name in ("old", "new"):
+                outs.append(release(name, algo, seed=5).to_arrow())
+                release(name, algo)                                   # unseeded: the timed path; warm-up
+            if not outs[0].equals(outs[1]):
+                raise SystemExit(f"{algo}: old and new seeded releases differ")
+
+        def timed(fn: Callable[[], object]) -> tuple[float, float]:
+            t0, w = os.times(), time.perf_counter()
+            fn()
+            t1 = os.times()
+            return time.perf_counter() - w, (t1.user + t1.system) - (t0.user + t0.system)
+
+        res: dict[str, list[tuple[float, float]]] = {"floor": []}
+        loads = []
+        for r in range(args.repeat):
+            loads.append(os.getloadavg()[0])
+            res["floor"].append(timed(lambda: con.sql(floor_sql, params=floor_params).to_arrow_table()))
+            for algo in args.algos:
+                for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                    res.setdefault(f"{algo}/{name}", []).append(timed(partial(release, name, algo)))
+    fw, fc = (statistics.median(x[i] for x in res["floor"]) for i in (0, 1))
+    print(f"# {args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
+          f"load average {min(loads):.1f}–{max(loads):.1f}, DuckDB {duckdb.__version__}")
+    print("| run | wall s | × floor | CPU s | × floor |")
+    print("|---|---:|---:|---:|---:|")
+    for label, v in res.items():
+        w, c = (statistics.median(x[i] for x in v) for i in (0, 1))
+        print(f"| {label} | {w:.3f} | {w / fw:.2f} | {c:.3f} | {c / fc:.2f} |")
+    for algo in args.algos:
+        saving = statistics.median(o[1] - n[1] for o, n in zip(res[f"{algo}/old"], res[f"{algo}/new"], strict=True))
+        print(f"{algo}: median paired CPU saving {saving:.3f} s")
+
+
+if __name__ == "__main__":
+    main()
