@@ -318,3 +318,64 @@ def test_lazy_with_truncation_in_passes(con, monkeypatch, algo):
         _same_mad2r(_trace_mad2r(con, False, 3, 1.0, **STRESS), _trace_mad2r(con, True, 3, 1.0, **STRESS))
     else:
         _same(_trace(con, False, 2, 1.0), _trace(con, True, 2, 1.0))
+
+
+# -- MAD2R: round 2 reads a settled cut user's pairs up to its last candidate only ---------------------------
+def _unpruned(engine, pairs, cuts, salt):
+    """`mad.pruned` undone: round 2 over every stored pair."""
+    return pairs
+
+
+def _same_rounds(unpruned: dict, pruned: dict) -> None:
+    """Everything computed is identical, bit for bit (both lazy: the same keys noised too)."""
+    for part in ("round1", "noised", "vectors", "last", "keys", "released"):
+        assert pruned[part] == unpruned[part], part
+    assert pruned["vectors"] and pruned["last"]
+
+
+@pytest.mark.parametrize("seed,params", [(1, {}), (3, STRESS), (6, STRESS | {"truncation": "global"})])
+def test_mad2r_pruned_round2_is_bit_identical_to_unpruned(con, monkeypatch, seed, params):
+    """The pruning leaves every user's kept pairs, d, bias flag and entries unchanged (spec §6, "Pruned
+    round-2 input"): pruned vs unpruned bit for bit, while the heavy users' pairs past their cut are gone."""
+    _table(con, string_keys=False)
+    with mock.patch.object(mad, "pruned", _unpruned):
+        unpruned = _trace_mad2r(con, True, seed, 1.0, **params)
+    heavy: list[tuple[int, int]] = []
+    original = mad.pruned
+
+    def counted(engine, pairs, cuts, salt):
+        out = original(engine, pairs, cuts, salt)
+        heavy.append(engine.ctx.con.sql(f"SELECT count(*) FILTER (WHERE _dp_user < 0), count(*) FROM ({out.sql})",
+                                        params=out.params).fetchall()[0])
+        return out
+    monkeypatch.setattr(mad, "pruned", counted)
+    _same_rounds(unpruned, _trace_mad2r(con, True, seed, 1.0, **params))
+    (kept_heavy, kept), = heavy
+    assert kept_heavy < HEAVY_KEYS // 4                     # of 4,000 heavy pairs: each user's first ones only
+    assert kept - kept_heavy == con.sql("SELECT count(*) FROM t WHERE user_id >= 0").fetchall()[0][0]
+
+
+@pytest.mark.parametrize("break_", ["unsettled cut", "salt"])
+def test_mad2r_wrong_cut_is_caught(con, monkeypatch, break_):
+    """The check has power: cutting the users whose candidates did not settle R̃_u too (candidate limit 1:
+    every heavy user) drops pairs their truncation keeps, and round 2 differs; pruning in another order than
+    the truncation's (salt ^ 1) is refused, since both bind the one $trunc_salt."""
+    _table(con, string_keys=False)
+    monkeypatch.setattr(mad, "candidate_limit", lambda *args: 1)
+    with mock.patch.object(mad, "pruned", _unpruned):
+        unpruned = _trace_mad2r(con, True, 1, 1.0, **STRESS)
+    if break_ == "salt":
+        original = mad.pruned
+        monkeypatch.setattr(mad, "pruned", lambda engine, pairs, cuts, salt: original(engine, pairs, cuts, salt ^ 1))
+        with pytest.raises(RuntimeError, match="trunc_salt"):
+            _trace_mad2r(con, True, 1, 1.0, **STRESS)
+        return
+    original_query = DuckDBStages.query
+
+    def cut_everyone(self, template, idents, params=None):
+        if template == "mad2r_cuts":
+            idents = idents | {"unsettled": "(SELECT NULL::BIGINT AS _dp_user WHERE false)"}
+        return original_query(self, template, idents, params)
+    monkeypatch.setattr(DuckDBStages, "query", cut_everyone)
+    with pytest.raises(AssertionError):
+        _same_rounds(unpruned, _trace_mad2r(con, True, 1, 1.0, **STRESS))

@@ -213,12 +213,14 @@ class Mad2R(Mechanism):
         lazy = own.mad2r_lazy(stages)     # round-1 noise of keys no user kept drawn when needed (engines may)
         status = own.mad2r_screen(stages, pairs, vectors1, plan1, plan2, max_contributions, lazy)
         salt = stages.randomness.salt()                                  # round 2's truncation
-        if lazy is not None:
+        cuts = None if lazy is None else \
             own.noise_late(stages, pairs, vectors1, status, lazy, plan2, max_contributions, salt)
         stages.drop(vectors1)                                            # free memory before round 2
         first = stages.num_rows(stages.output(own.mad2r_released(stages, status)))
         vectors2 = own.mad2r_vectors(stages, pairs, status, max_contributions, plan2.extra.beta_min,
-                                     plan2.extra.beta_max, salt)
+                                     plan2.extra.beta_max, salt, cuts)
+        if cuts is not None:
+            stages.drop(cuts)
         second = stages.release(own.mad_weights(stages, vectors2, plan2), plan2)
         table = stages.output(stages.union(own.mad2r_released(stages, status), second))   # one sorted output
         return table, [Round.from_plan(0, plan1, first),

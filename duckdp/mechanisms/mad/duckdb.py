@@ -15,7 +15,9 @@ every key of the universe, mad2r_universe.sql) makes, on the same counter with t
 sub-key, and every decision reads only such draws: the release is the same function of the data and
 the PRF key (bit-identical under a seed; the same distribution unseeded). Only where counters do not
 depend on which keys a round noises (integer keys and key ids, not digest counters), as adaptive SIPS's
-lazy noise; the candidates' per-user top-m runs in the truncation's user-hash passes.
+lazy noise; the candidates' per-user top-m runs in the truncation's user-hash passes. Round 2 then reads
+a settled cut user's pairs up to its last candidate only (`pruned`; spec §6, "Pruned round-2 input"):
+the truncation keeps none after it, so every user's kept pairs, d and weights are the same.
 """
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ def add_exceptions(engine: DuckDBStages, status: str, exceptions: Query) -> None
 
 
 def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query, lazy: LazyScreen,
-               plan2: RoundPlan, max_contributions: int, salt: int) -> None:
+               plan2: RoundPlan, max_contributions: int, salt: int) -> Query:
     """Lazy round 1 (module docstring): each user's first m pairs whose key round 1 did not noise, in the
     order of round 2's truncation under `salt` [mad2r_candidates.sql], get their keys' round-1 noise now
     through the screen rule with no weight [mad2r_late_keys.sql → `decide` under round 1's tag], their
@@ -144,21 +146,37 @@ def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query
         screen(engine.query("mad2r_late_keys", late | {
             "pairs": pairs_name, "screened": f" ANTI JOIN {name} AS c ON {ctx.key_match('p', 'c')}",
             "users": f" WHERE p._dp_user IN (SELECT _dp_user FROM {users})"}))
+    cuts = engine.store(engine.query("mad2r_cuts", {"candidates": name, "unsettled": users}, {"candidates": limit}),
+                        "cuts")
     engine.drop(unsettled)
     engine.drop(candidates)
+    return cuts
+
+
+def pruned(engine: DuckDBStages, pairs: Query, cuts: Query, salt: int) -> Query:
+    """Round 2's input with lazy round 1 (spec §6, "Lazy round 1"): the stored pairs less each settled cut
+    user's pairs ordered after its last candidate in round 2's truncation order under `salt`
+    [mad2r_pruned.sql]; the truncation keeps the same pairs with the same d, reading a heavy user's
+    pairs once instead of joining, sizing and ranking all of them."""
+    return engine.query("mad2r_pruned", {"pairs": engine.table_name(pairs), "cuts": engine.table_name(cuts),
+                                         "hashed": engine.truncation_hashed()}, {"trunc_salt": salt})
 
 
 def mad2r_vectors(engine: DuckDBStages, pairs: Query, status: Query, max_contributions: int, beta_min: float,
-                  beta_max: float, salt: int | None = None) -> Query:
+                  beta_max: float, salt: int | None = None, cuts: Query | None = None) -> Query:
     """Stored round-2 user vectors (`_dp_user`, keys, `_dp_d`, `_dp_v`, `_dp_uw`, `_dp_biased`)
     [mad2r_remaining.sql, mad2r_vectors.sql, mad2r_biased.sql written in place by mad2r_set_biased.sql;
-    spec §6, §4], truncated under `salt` (the mechanism's round-2 salt; a fresh one if None)."""
+    spec §6, §4], truncated under `salt` (the mechanism's round-2 salt; a fresh one if None); with
+    `cuts` (lazy round 1: `noise_late`) over the `pruned` pairs, the same vectors."""
     ctx = engine.ctx
     keys = ctx.key_aliases
-    remaining = engine.query("mad2r_remaining", {"pairs": engine.table_name(pairs), "keys": keys,
-                                                 "status": engine.table_name(status),
+    if salt is None:
+        salt = ctx.randomness.salt()
+    source = Query(engine.table_name(pairs), {}) if cuts is None else pruned(engine, pairs, cuts, salt)
+    remaining = engine.query("mad2r_remaining", {"pairs": source.sql if cuts is None else f"({source.sql})",
+                                                 "keys": keys, "status": engine.table_name(status),
                                                  "carried": ", p._dp_h" if ctx.ids_joined else ""},
-                             {"beta_min": beta_min})
+                             source.params | {"beta_min": beta_min})
     kept = engine.truncate(engine.sized(remaining), max_contributions, salt)
     vectors = engine.store(engine.query("mad2r_vectors", {"kept": kept.sql, "keys": keys}, kept.params), "vectors2")
     target = engine.table_name(vectors)

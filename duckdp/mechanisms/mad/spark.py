@@ -42,11 +42,11 @@ def mad2r_screen(engine: SparkStages, pairs: DataFrame, vectors: DataFrame, plan
 
 
 def mad2r_vectors(engine: SparkStages, pairs: DataFrame, status: DataFrame, max_contributions: int, beta_min: float,
-                  beta_max: float, salt: int | None = None) -> DataFrame:
+                  beta_max: float, salt: int | None = None, cuts: None = None) -> DataFrame:
     """Stored round-2 user vectors (spec §4, §6): round-2 pairs with b_i (mad2r_remaining.sql) re-cut to Δ0
     (under `salt`, the mechanism's round-2 salt; a fresh one if None),
     v_i = b_i/√d and 1/√d (mad2r_vectors.sql), the water-filling λ* for users with a bias below 1
-    (mad2r_biased.sql) in place of 1/√d."""
+    (mad2r_biased.sql) in place of 1/√d. `cuts`: none on Spark (its round 1 is eager)."""
     from pyspark.sql import functions as F
 
     remaining = engine.template("mad2r_remaining", {"pairs": pairs, "status": status}, {"beta_min": beta_min},
