@@ -74,9 +74,11 @@ class Aggregate:
                  f"  spent     : {self.spent}",
                  f"  randomness: {'SEEDED (reproducible; not for real releases)' if self.seeded else 'fresh'}"]
         lines += [f"  {line}" for line in self.plan.report_lines()]
-        if self.plan.keys == "threshold":
-            lines.append("  note      : released users counts passed a threshold, so they are biased upward; "
-                         "their intervals cover the noise, not this selection effect")
+        readers = [f"{r.metric}.{r.role}" for m in self.plan.measures if m.tag == THRESHOLD_TAG for r in m.readers]
+        if readers:         # spec §4.2: users, and at m = 1 count and declared means' denominators, read it
+            lines.append(f"  note      : {', '.join(readers)} read the threshold's noisy count, which passed the "
+                         "threshold, so it is biased upward (a mean dividing by it is pulled toward its bounds' "
+                         "midpoint); intervals cover the noise, not this selection effect")
         if self.plan.confidence is not None:
             lines.append("  intervals : cover the bounded statistic (after Δ0, the row cap and clipping)")
         return "\n".join(lines)
