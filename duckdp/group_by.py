@@ -2,8 +2,9 @@
 
 validate → plan (no data: duckdp/privacy/aggregate.py) → open the run (charge once, before any read) →
 keys (a select() mechanism, Gaussian thresholding, or public) → engine stages (restrict, bound keys,
-sample rows, clip, per-key measures: duckdp/mechanisms/aggregate/) → exact discrete Gaussian noise per
-(measure, key) from the run's PRF → `finish` → a result sorted by key. Runs on DuckDB and Spark: the stages come
+sample rows, clip, per-key measures: duckdp/mechanisms/aggregate/; keys="threshold" runs them once over every key
+and thresholds the users of the same kept pairs) → exact discrete Gaussian noise per (measure, key) from the
+run's PRF → `finish` → a result sorted by key. Runs on DuckDB and Spark: the stages come
 from the engine's module, the plan, the noise (on the driver, from the same PRF) and `finish` are shared, so a
 seeded call releases the same numbers on both wherever the engines' true integers agree. Spec:
 docs/specs/private-group-by.md.
