@@ -260,8 +260,8 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             c = counts.column("_dp_c").to_numpy(zero_copy_only=False).astype(np.int64)
             noisy_c = c + _noise(randomness, THRESHOLD_TAG, hi, lo, t.sigma)      # spec §4.2
             keep = noisy_c >= t.threshold
-            keyset_table = counts.select(names).filter(pa.array(keep))
-            users_noisy = noisy_c[keep]
+            true = counts.filter(pa.array(keep))        # spec §4.2: the released keys' measures, same kept pairs
+            users_noisy = noisy_c[keep]                 # aligned with `true` (its rows)
         elif mode == "select":
             if mech is None or rounds_plan is None or params is None:
                 raise InternalError("invariant failed: a selection needs its mechanism")
@@ -280,16 +280,11 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
                 keyset_table = public.rename_columns(names).cast(head)
             except (pa.ArrowException, ValueError) as exc:
                 raise SchemaError(f"the public keys do not have the input's key types {head.types}: {exc}") from None
-        if mode == "threshold":      # spec §4.2: the released keys' measures from the pairs the threshold counted
-            true = counts.filter(pa.array(keep))
-        else:
+        if mode != "threshold":
             keyset = own.keyset(stages, keyset_table)
             rows = own.restrict(stages, plan, keyset)
             kept = own.bound_keys(stages, plan, rows)          # one pass over the rows: pairs carry their sums
             true = own.measures(stages, plan, kept, keyset)
-        # the threshold's noisy users must align with the measures' keys (same keys, same sorted order)
-        if users_noisy is not None and not all(true.column(n).equals(keyset_table.column(n)) for n in names):
-            raise InternalError("invariant failed: measures are listed in the key set's sorted order")
         hi, lo = _counters(true)
         noisy: dict[tuple[str, str], np.ndarray] = {}
         for i, m in enumerate(plan.measures):
