@@ -180,10 +180,12 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     """Private GROUP BY `by` of `table`: one noisy column per metric for selected or public keys, sorted by key.
 
     metrics: {name: "users" | "count" | ("sum" | "mean", column, lower, upper)}. keys: a select() algorithm
-    (it selects on `selection_share` of ρ), "threshold" (Gaussian thresholding of distinct-user counts,
-    released as the users metric), or public keys (table name, relation, DataFrame, list: every one released,
-    no other). The whole call is δ-approximate ρ-zCDP (spec §4) and is charged to `accountant` once, before
-    any data is read. `seed` makes it reproducible (tests, demos; the result says so).
+    (it selects on `selection_share` of ρ), "threshold" (Gaussian thresholding of distinct-user counts on
+    `selection_share` of ρ, default 0.6, released as the users metric and, with max_rows_per_key=1, as count and
+    a not_null column's mean denominator: one truncation, spec §4.2), or public keys (table name, relation,
+    DataFrame, list: every one released, no other). The whole call is δ-approximate ρ-zCDP (spec §4) and is
+    charged to `accountant` once, before any data is read. `seed` makes it reproducible (tests, demos; the
+    result says so).
     `max_contributions="auto"`: the share `auto_share` of the call's ρ buys a private choice of Δ0
     (privacy/auto_contributions.py) before the other parts run with it; `plan` and `report()` show both.
     `not_null`: value column(s) the analyst declares free of NULLs (public, like a NOT NULL constraint): a mean
