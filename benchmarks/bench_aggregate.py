@@ -16,7 +16,7 @@ How each tool is configured (its best documented setting for an (ε, δ) budget,
               secret key order for every user, spec §7 — OpenDP's order too).
               Budget split (docs/specs/private-group-by.md §4):
               δ/2 to the selection, ρ = the largest zCDP with (ε, δ/2) by DP-SIPS Cor. 9; selection gets
-              0.4·ρ (keys="threshold": the users metric *is* the thresholded count, no second charge),
+              0.4·ρ (keys="threshold": 0.6·ρ, and the users metric *is* the thresholded count, no second charge),
               the rest split evenly over the metrics. The value column is declared not-null
               (`not_null=[value]`, unless --nullable; both datasets have no NULL, and OpenDP needs
               non-null values too — its query fills NULLs before summing), so shared measures
@@ -24,8 +24,9 @@ How each tool is configured (its best documented setting for an (ε, δ) budget,
               users metric (m = 1) and the mean's denominator: the mean's whole share goes to its centred
               sum (spec §4 "Budget": the count already has the users metric's part, at least the mean's).
               Draws: count + centred sum on MovieLens (0.3·ρ each), count + sum + centred sum on purchases
-              (0.2·ρ each). keys="threshold": users read the threshold's own draw, so the mean's count has
-              no other reader and the mean's share is split evenly into centred sum and count.
+              (0.2·ρ each). keys="threshold" (one truncation, spec §4.2): users and the mean's count read
+              the threshold's own draw, so the mean's whole share goes to its centred sum: one draw on
+              MovieLens (0.4·ρ), sum + centred sum on purchases (0.2·ρ each).
               Exact discrete Gaussian noise. Seeded (`seed=`), so runs are reproducible.
   pipelinedp  DPEngine(NaiveBudgetAccountant(ε, δ), LocalBackend()).aggregate with metrics PRIVACY_ID_COUNT,
               MEAN (+ SUM on purchases), noise_kind=GAUSSIAN, max_partitions_contributed=Δ0,
@@ -410,7 +411,8 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     p.add_argument("--dump", help="also write each dataset's runs and truth as JSON into this folder "
                                   "(benchmarks/pair_aggregate.py compares them)")
-    p.add_argument("--selection-share", type=float, help="duckdp's selection_share (default: its own, 0.4)")
+    p.add_argument("--selection-share", type=float,
+                   help="duckdp's selection_share (default: its own, 0.4; 0.6 with keys=threshold)")
     p.add_argument("--nullable", action="store_true",
                    help="duckdp does not declare the value column not-null (its plan before not_null existed)")
     p.add_argument("--worker", help=argparse.SUPPRESS)

@@ -2,8 +2,9 @@
 
 validate → plan (no data: duckdp/privacy/aggregate.py) → open the run (charge once, before any read) →
 keys (a select() mechanism, Gaussian thresholding, or public) → engine stages (restrict, bound keys,
-sample rows, clip, per-key measures: duckdp/mechanisms/aggregate/) → exact discrete Gaussian noise per
-(measure, key) from the run's PRF → `finish` → a result sorted by key. Runs on DuckDB and Spark: the stages come
+sample rows, clip, per-key measures: duckdp/mechanisms/aggregate/; keys="threshold" runs them once over every key
+and thresholds the users of the same kept pairs) → exact discrete Gaussian noise per (measure, key) from the
+run's PRF → `finish` → a result sorted by key. Runs on DuckDB and Spark: the stages come
 from the engine's module, the plan, the noise (on the driver, from the same PRF) and `finish` are shared, so a
 seeded call releases the same numbers on both wherever the engines' true integers agree. Spec:
 docs/specs/private-group-by.md.
@@ -74,9 +75,11 @@ class Aggregate:
                  f"  spent     : {self.spent}",
                  f"  randomness: {'SEEDED (reproducible; not for real releases)' if self.seeded else 'fresh'}"]
         lines += [f"  {line}" for line in self.plan.report_lines()]
-        if self.plan.keys == "threshold":
-            lines.append("  note      : released users counts passed a threshold, so they are biased upward; "
-                         "their intervals cover the noise, not this selection effect")
+        readers = [f"{r.metric}.{r.role}" for m in self.plan.measures if m.tag == THRESHOLD_TAG for r in m.readers]
+        if readers:         # spec §4.2: users, and at m = 1 count and declared means' denominators, read it
+            lines.append(f"  note      : {', '.join(readers)} read the threshold's noisy count, which passed the "
+                         "threshold, so it is biased upward (a mean dividing by it is pulled toward its bounds' "
+                         "midpoint); intervals cover the noise, not this selection effect")
         if self.plan.confidence is not None:
             lines.append("  intervals : cover the bounded statistic (after Δ0, the row cap and clipping)")
         return "\n".join(lines)
@@ -177,10 +180,12 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     """Private GROUP BY `by` of `table`: one noisy column per metric for selected or public keys, sorted by key.
 
     metrics: {name: "users" | "count" | ("sum" | "mean", column, lower, upper)}. keys: a select() algorithm
-    (it selects on `selection_share` of ρ), "threshold" (Gaussian thresholding of distinct-user counts,
-    released as the users metric), or public keys (table name, relation, DataFrame, list: every one released,
-    no other). The whole call is δ-approximate ρ-zCDP (spec §4) and is charged to `accountant` once, before
-    any data is read. `seed` makes it reproducible (tests, demos; the result says so).
+    (it selects on `selection_share` of ρ), "threshold" (Gaussian thresholding of distinct-user counts on
+    `selection_share` of ρ, default 0.6, released as the users metric and, with max_rows_per_key=1, as count and
+    a not_null column's mean denominator: one truncation, spec §4.2), or public keys (table name, relation,
+    DataFrame, list: every one released, no other). The whole call is δ-approximate ρ-zCDP (spec §4) and is
+    charged to `accountant` once, before any data is read. `seed` makes it reproducible (tests, demos; the
+    result says so).
     `max_contributions="auto"`: the share `auto_share` of the call's ρ buys a private choice of Δ0
     (privacy/auto_contributions.py) before the other parts run with it; `plan` and `report()` show both.
     `not_null`: value column(s) the analyst declares free of NULLs (public, like a NOT NULL constraint): a mean
@@ -257,8 +262,8 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             c = counts.column("_dp_c").to_numpy(zero_copy_only=False).astype(np.int64)
             noisy_c = c + _noise(randomness, THRESHOLD_TAG, hi, lo, t.sigma)      # spec §4.2
             keep = noisy_c >= t.threshold
-            keyset_table = counts.select(names).filter(pa.array(keep))
-            users_noisy = noisy_c[keep]
+            true = counts.filter(pa.array(keep))        # spec §4.2: the released keys' measures, same kept pairs
+            users_noisy = noisy_c[keep]                 # aligned with `true` (its rows)
         elif mode == "select":
             if mech is None or rounds_plan is None or params is None:
                 raise InternalError("invariant failed: a selection needs its mechanism")
@@ -277,16 +282,11 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
                 keyset_table = public.rename_columns(names).cast(head)
             except (pa.ArrowException, ValueError) as exc:
                 raise SchemaError(f"the public keys do not have the input's key types {head.types}: {exc}") from None
-        if mode == "threshold":      # spec §4.2: the released keys' measures from the pairs the threshold counted
-            true = counts.filter(pa.array(keep))
-        else:
+        if mode != "threshold":
             keyset = own.keyset(stages, keyset_table)
             rows = own.restrict(stages, plan, keyset)
             kept = own.bound_keys(stages, plan, rows)          # one pass over the rows: pairs carry their sums
             true = own.measures(stages, plan, kept, keyset)
-        # the threshold's noisy users must align with the measures' keys (same keys, same sorted order)
-        if users_noisy is not None and not all(true.column(n).equals(keyset_table.column(n)) for n in names):
-            raise InternalError("invariant failed: measures are listed in the key set's sorted order")
         hi, lo = _counters(true)
         noisy: dict[tuple[str, str], np.ndarray] = {}
         for i, m in enumerate(plan.measures):

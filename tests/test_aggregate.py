@@ -117,6 +117,18 @@ def test_threshold_mode_users_count_and_denominator_are_the_thresholds_draw(con)
                           finish_mean(seen[(s.metric, s.part)], users, 1, 5, s.step, s.offset))
 
 
+def test_threshold_mode_report_names_every_reader_of_the_biased_count(con):
+    """The selection-bias note names each metric reading the threshold's noisy count (spec §4.2: users, and at
+    m = 1 count and a declared mean's denominator), and there is no note where no metric reads it."""
+    metrics = {"u": "users", "n": "count", "avg": ("mean", "rating", 1, 5)}
+    agg = run(con, ratings(n_users=500), keys="threshold", metrics=metrics, not_null="rating", max_contributions=3)
+    note = next(line for line in agg.report().splitlines() if "note" in line)
+    assert "u.users, n.count, avg.count read the threshold's noisy count" in note
+    sums = run(con, ratings(n_users=500), keys="threshold", metrics={"s": ("sum", "rating", 1, 5)},
+               max_contributions=3)
+    assert "threshold's noisy count" not in sums.report() and "note" not in sums.report()
+
+
 def test_threshold_mode_measures_read_the_pairs_the_threshold_counted(con):
     """Δ0 = 2 binds for most users: with the noise set to 0 the released rows per key (m = 2, one row per pair:
     its own measure) equal the threshold's users on every key — one truncation. Truncating again for the

@@ -67,6 +67,32 @@ def test_pass_count_follows_the_truncated_pairs_not_the_input(data, monkeypatch)
     assert leftovers(data) == []
 
 
+@pytest.mark.parametrize("truncation", ["global", "per_user"])
+def test_threshold_aggregate_is_the_same_in_passes(data, monkeypatch, truncation):
+    """keys="threshold"'s one truncation over every key (spec §4.2) carries the pairs' measures; forced into 3
+    user-hash passes (the pass count follows the data) it releases the same keys and numbers."""
+    data.execute("CREATE OR REPLACE TABLE tv AS SELECT user_id, item, (hash(user_id, item) % 7)::DOUBLE AS v, "
+                 "FROM t, range(2)")                                  # two rows per (user, key): m = 2 binds
+    metrics = {"u": "users", "n": "count", "avg": ("mean", "v", 0, 6), "s": ("sum", "v", 0, 6)}
+    run = lambda: duckdp.aggregate(data, "tv", by="item", metrics=metrics, keys="threshold", rho=2.0, delta=1e-5,
+                                   max_contributions=6, max_rows_per_key=2, seed=4,
+                                   truncation=truncation).to_arrow().to_pylist()
+    one = run()
+    assert len(one) > 10                                                 # not vacuous
+    monkeypatch.setattr(DuckDBStages, "passes_for", lambda self, rows: 3)
+    passes: list[int] = []
+    execute = stages_duckdb.RunContext.execute
+
+    def counted(self, template, idents, params):
+        if template == "stage_truncate_pass":
+            passes.append(params["part"])
+        return execute(self, template, idents, params)
+
+    monkeypatch.setattr(stages_duckdb.RunContext, "execute", counted)
+    assert run() == one and passes == [0, 1, 2]                          # one truncation, in 3 passes
+    assert leftovers(data) == []
+
+
 def test_pcr_is_unchanged_under_a_small_memory_limit(data):
     """Count release has no truncation window; its distinct/group-by stages spill."""
     run = lambda: duckdp.count_release(data, "t", rho=0.5, delta=1e-5, seed=1).to_arrow().to_pylist()

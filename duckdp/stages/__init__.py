@@ -22,12 +22,14 @@ a DataFrame). Column contract, identical on every engine:
 Generic stages (every mechanism composes these; signatures in `duckdp/stages/base.py`):
   pairs()                      distinct (user, key) pairs of the input (NULLs were refused earlier)
   sized(pairs)                 attach |W_u|
-  truncate(sized, Δ0)          each user keeps min(|W_u|, Δ0) keys: the Δ0 of smallest keyed hash of
-                               (user, key) under a FRESH per-call salt (a uniform subset, fixed given
-                               the salt) — or, with the run's truncation="global", of the key alone
-                               (one secret order of the keys for every user); users within Δ0 keep
-                               all. Engines may run it in user-hash partitions to bound memory; the
-                               kept set must not depend on that.
+  truncate(sized, Δ0, salt=None)  each user keeps min(|W_u|, Δ0) keys: the Δ0 of smallest keyed hash
+                               of (user, key) under a FRESH salt (drawn per call, or by the caller from
+                               the run's randomness and handed in: a round whose other stages must order
+                               pairs as its truncation will; a uniform subset, fixed given the salt)
+                               — or, with the run's truncation="global", of the key alone (one secret
+                               order of the keys for every user); users within Δ0 keep all. Engines
+                               may run it in user-hash partitions to bound memory (their count may
+                               follow the data); the kept set must not depend on that.
   contribution_histogram(pairs, edges)  exact users per bucket edges[b] ≤ |W_u| < edges[b+1] (the last
                                open-ended), as (bucket, users) rows: the input of the private Δ0
                                choice (duckdp/privacy/auto_contributions.py), which noises it
@@ -46,9 +48,11 @@ Generic stages (every mechanism composes these; signatures in `duckdp/stages/bas
                                by the key columns so its order is a function of the released set
                                alone; called once on all released keys; num_rows(table) on it
 
-  decide(weights, plan, rule, added)  the general noise step: noise on EVERY row of `weights` as in
-                               release, then the mechanism's numpy `rule(weights, noisy) -> (mask,
-                               {column: values})` picks the rows and adds columns (`added`: name → type).
+  decide(weights, plan, rule, added, round_tag=None)  the general noise step: noise on EVERY row of
+                               `weights` as in release (under a fresh round tag, or one the caller drew
+                               to draw more of the same round's noise later: MAD2R's lazy round 1),
+                               then the mechanism's numpy `rule(weights, noisy) -> (mask, {column:
+                               values})` picks the rows and adds columns (`added`: name → type).
                                The rule is passed in, so no engine imports a mechanism (MAD2R's screen,
                                adaptive SIPS's next state).
 
