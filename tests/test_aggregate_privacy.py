@@ -89,6 +89,9 @@ def test_metric_specs_parse_in_order():
     ({"algo": "dpsips", "pre_threshold": 5}, "no privacy proof for the weighted selection 'dpsips'"),
     ({"algo": "adaptive_sips", "pre_threshold": 2}, "no privacy proof"),
     ({"keys": "threshold", "metrics": {"n": "users"}, "selection_share": 0.5}, "whole budget"),
+    ({"keys": "threshold", "metric_shares": {"raters": 0.25, "ratings": 0.25, "stars": 0.25, "avg": 0.25}},
+     r"\['raters', 'ratings'\] read the threshold's noisy count"),
+    ({"keys": "threshold", "metrics": {"n": "users"}, "metric_shares": {"n": 1.0}}, "does not apply"),
     ({"confidence": 0.9, "metrics": {"a": "count", "a_low": "users"}}, "distinct"),
 ])
 def test_bad_plans_are_refused(kw, match):

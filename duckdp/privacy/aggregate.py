@@ -313,9 +313,15 @@ def _zcdp_rho_for(budget: EpsDelta, select_delta: float) -> float:
     return rho
 
 
-def _shares(metric_shares: Any, names: list[str]) -> list[float]:
+def _shares(metric_shares: Any, names: list[str], free: list[str]) -> list[float]:
+    """Each budgeted metric's share of the metrics' budget; `free` are the metrics that read only the
+    threshold's noisy count (keys="threshold", spec §4.2) and so take no share."""
     if metric_shares is None:
         return [1.0 / len(names)] * len(names)
+    if isinstance(metric_shares, Mapping) and set(metric_shares) & set(free):
+        raise InvalidParameter(
+            f"metric_shares: {sorted(set(metric_shares) & set(free))} read the threshold's noisy count "
+            f"(keys='threshold', no budget of their own); give shares for exactly the metrics {names}")
     if not isinstance(metric_shares, Mapping) or set(metric_shares) != set(names):
         raise InvalidParameter(f"metric_shares must give a share for exactly the metrics {names}, "
                                f"got {metric_shares!r}")
@@ -476,7 +482,11 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
         share = default if selection_share is None else real("selection_share", selection_share)
         if not 0 < share < 1:
             raise InvalidParameter(f"selection_share must be in (0, 1), got {selection_share!r}")
-    shares = _shares(metric_shares, [mt.name for mt in budgeted]) if budgeted else []
+    free = [mt.name for mt in metric_specs if mt.name in only_threshold]
+    if not budgeted and metric_shares is not None:
+        raise InvalidParameter(f"metric_shares does not apply: every metric ({free}) reads the threshold's "
+                               f"noisy count (keys='threshold'), which takes the whole budget")
+    shares = _shares(metric_shares, [mt.name for mt in budgeted], free) if budgeted else []
 
     weights = _quantity_shares(quantities, dict(zip([mt.name for mt in budgeted], shares, strict=True)))
 
