@@ -17,8 +17,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +29,7 @@ import duckdp  # noqa: E402
 from duckdp.datasets import create_synthetic  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_timing import alternating, timed  # noqa: E402
 from bench_speed import DELTA0, FLOOR_SQL, FLOOR_THRESHOLD, KEY_TYPES  # noqa: E402
 
 
@@ -79,20 +78,14 @@ def main(argv: list[str] | None = None) -> None:
             if not outs[0].equals(outs[1]):
                 raise SystemExit(f"{algo}: old and new seeded releases differ")
 
-        def timed(fn: Callable[[], object]) -> tuple[float, float]:
-            t0, w = os.times(), time.perf_counter()
-            fn()
-            t1 = os.times()
-            return time.perf_counter() - w, (t1.user + t1.system) - (t0.user + t0.system)
-
         res: dict[str, list[tuple[float, float]]] = {"floor": []}
         loads = []
         for r in range(args.repeat):
             loads.append(os.getloadavg()[0])
-            res["floor"].append(timed(lambda: con.sql(floor_sql, params=floor_params).to_arrow_table()))
+            res["floor"].append(timed(lambda: con.sql(floor_sql, params=floor_params).to_arrow_table())[:2])
             for algo in args.algos:
-                for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
-                    res.setdefault(f"{algo}/{name}", []).append(timed(partial(release, name, algo)))
+                for name in alternating(("old", "new"), r):
+                    res.setdefault(f"{algo}/{name}", []).append(timed(partial(release, name, algo))[:2])
     fw, fc = (statistics.median(x[i] for x in res["floor"]) for i in (0, 1))
     print(f"# {args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
           f"load average {min(loads):.1f}–{max(loads):.1f}, DuckDB {duckdb.__version__}")

@@ -13,10 +13,8 @@ threads) per table, and the heavy user's cost (with − without it) per variant.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import time
 from pathlib import Path
 from unittest import mock
 
@@ -27,6 +25,9 @@ import duckdp  # noqa: E402
 from duckdp.datasets import create_synthetic  # noqa: E402
 from duckdp.mechanisms.adaptive_sips import duckdb as adaptive  # noqa: E402
 from duckdp.mechanisms.mad import duckdb as mad  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_timing import alternating, timed  # noqa: E402
 
 DELTA0 = 100
 VARIANTS = [("weighted_gaussian", "-"), ("mad2r", "eager"), ("mad2r", "unpruned"), ("mad2r", "lazy"),
@@ -42,13 +43,12 @@ def run(con: duckdb.DuckDBPyConnection, table: str, algo: str, mode: str) -> tup
     if patch:
         patch.start()
     try:
-        cpu, wall = os.times(), time.perf_counter()
-        out = duckdp.select(con, table, algo=algo, rho=0.1, delta=1e-5, max_contributions=DELTA0, seed=1)
-        wall, after = time.perf_counter() - wall, os.times()
+        wall, cpu, out = timed(lambda: duckdp.select(con, table, algo=algo, rho=0.1, delta=1e-5,
+                                                     max_contributions=DELTA0, seed=1))
     finally:
         if patch:
             patch.stop()
-    return wall, after.user + after.system - cpu.user - cpu.system, sorted(out.to_arrow().column("item").to_pylist())
+    return wall, cpu, sorted(out.to_arrow().column("item").to_pylist())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     for r in range(args.repeat):
         for table in ("plain", "skewed"):
             released: dict[str, list] = {}
-            for algo, mode in (VARIANTS if r % 2 == 0 else VARIANTS[::-1]):
+            for algo, mode in alternating(VARIANTS, r):
                 wall, cpu, keys = run(con, table, algo, mode)
                 times.setdefault((table, algo, mode), []).append((wall, cpu))
                 if algo in released and released[algo] != keys:

@@ -11,14 +11,10 @@ aggregate/select ratios, and whether the two modes released the same table.
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -26,6 +22,9 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 import duckdp  # noqa: E402
 from duckdp.stages.duckdb import DuckDBStages  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_timing import alternating, timed  # noqa: E402
 
 METRICS = {"users": "users", "rows": "count", "amount": ("sum", "value", 0, 500),
            "avg_amount": ("mean", "value", 0, 500)}
@@ -35,17 +34,6 @@ AFTER = DuckDBStages.passes_for
 def before(self: DuckDBStages, rows: int) -> int:
     """The old rule: once the run's count from the input's rows is known, every truncation uses it."""
     return self._passes if self._passes is not None else AFTER(self, rows)
-
-
-def cpu_seconds() -> float:
-    use = resource.getrusage(resource.RUSAGE_SELF)
-    return use.ru_utime + use.ru_stime
-
-
-def timed(release: Callable[[], Any]) -> tuple[float, float, Any]:
-    cpu, wall = cpu_seconds(), time.perf_counter()
-    out = release()
-    return cpu_seconds() - cpu, time.perf_counter() - wall, out
 
 
 def main() -> None:
@@ -68,11 +56,11 @@ def main() -> None:
     for algo in args.algos:
         releases: dict[str, pa.Table] = {}
         for r in range(args.repeat):
-            for mode in ("before", "after") if r % 2 == 0 else ("after", "before"):
+            for mode in alternating(("before", "after"), r):
                 DuckDBStages.passes_for = before if mode == "before" else AFTER   # type: ignore[method-assign]
-                sc, sw, _ = timed(partial(duckdp.select, con, "big", algo=algo, max_contributions=100, seed=1,
+                sw, sc, _ = timed(partial(duckdp.select, con, "big", algo=algo, max_contributions=100, seed=1,
                                           rho=0.1, delta=1e-5))
-                ac, aw, agg = timed(partial(duckdp.aggregate, con, "big", by="item", metrics=METRICS, keys=algo,
+                aw, ac, agg = timed(partial(duckdp.aggregate, con, "big", by="item", metrics=METRICS, keys=algo,
                                             max_contributions=100, max_rows_per_key=1, seed=1, rho=0.1, delta=1e-5))
                 table = agg.to_arrow()
                 same = "" if not releases else (" (same)" if all(t.equals(table) for t in releases.values())
