@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import shutil
 import statistics
 import sys
 import tempfile
-from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -29,7 +27,7 @@ import duckdp  # noqa: E402
 from duckdp.datasets import create_synthetic  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_timing import alternating, timed  # noqa: E402
+from ab_timing import paired  # noqa: E402
 from bench_speed import DELTA0, FLOOR_SQL, FLOOR_THRESHOLD, KEY_TYPES  # noqa: E402
 
 
@@ -78,14 +76,8 @@ def main(argv: list[str] | None = None) -> None:
             if not outs[0].equals(outs[1]):
                 raise SystemExit(f"{algo}: old and new seeded releases differ")
 
-        res: dict[str, list[tuple[float, float]]] = {"floor": []}
-        loads = []
-        for r in range(args.repeat):
-            loads.append(os.getloadavg()[0])
-            res["floor"].append(timed(lambda: con.sql(floor_sql, params=floor_params).to_arrow_table())[:2])
-            for algo in args.algos:
-                for name in alternating(("old", "new"), r):
-                    res.setdefault(f"{algo}/{name}", []).append(timed(partial(release, name, algo))[:2])
+        res, loads = paired(args.repeat, lambda: con.sql(floor_sql, params=floor_params).to_arrow_table(),
+                            args.algos, ("old", "new"), release)
     fw, fc = (statistics.median(x[i] for x in res["floor"]) for i in (0, 1))
     print(f"# {args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
           f"load average {min(loads):.1f}–{max(loads):.1f}, DuckDB {duckdb.__version__}")

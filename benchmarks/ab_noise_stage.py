@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ from duckdp.datasets import create_synthetic  # noqa: E402
 from duckdp.stages import duckdb as duckdb_stages  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_timing import alternating, timed  # noqa: E402
+from ab_timing import paired  # noqa: E402
 from bench_speed import DELTA0, FLOOR_SQL, FLOOR_THRESHOLD, KEY_TYPES  # noqa: E402
 
 
@@ -79,15 +78,8 @@ def main(argv: list[str] | None = None) -> None:
         if not outs[0].equals(outs[1]):
             raise SystemExit(f"{algo}: old and new seeded releases differ")
 
-    res: dict[str, list[tuple[float, float]]] = {"floor": []}
-    loads = []
-    for r in range(args.repeat):
-        loads.append(os.getloadavg()[0])
-        res["floor"].append(timed(lambda: con.sql(floor_sql, params=floor_params).to_arrow_table())[:2])
-        for algo in args.algos:
-            for name in alternating(("old", "new"), r):
-                use(name)
-                res.setdefault(f"{algo}/{name}", []).append(timed(lambda algo=algo: release(algo))[:2])
+    res, loads = paired(args.repeat, lambda: con.sql(floor_sql, params=floor_params).to_arrow_table(),
+                        args.algos, ("old", "new"), lambda name, algo: release(algo), prepare=use)
     fw, fc = (statistics.median(x[i] for x in res["floor"]) for i in (0, 1))
     print(f"# {args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
           f"load average {min(loads):.1f}–{max(loads):.1f}")

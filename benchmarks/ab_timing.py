@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -23,3 +24,20 @@ def timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
 def alternating(variants: Sequence[T], repeat: int) -> Sequence[T]:
     """The variants in order on even repeats, reversed on odd ones."""
     return variants if repeat % 2 == 0 else variants[::-1]
+
+
+def paired(repeat: int, floor: Callable[[], Any], algos: Sequence[str], names: Sequence[str],
+           run: Callable[[str, str], Any], prepare: Callable[[str], None] = lambda name: None,
+           ) -> tuple[dict[str, list[tuple[float, float]]], list[float]]:
+    """({"floor" | "algo/name": [(wall s, CPU s) per repeat]}, load averages): each repeat times the floor,
+    then every algo's variants in alternating order; `prepare(name)` runs untimed before each variant."""
+    res: dict[str, list[tuple[float, float]]] = {"floor": []}
+    loads = []
+    for r in range(repeat):
+        loads.append(os.getloadavg()[0])
+        res["floor"].append(timed(floor)[:2])
+        for algo in algos:
+            for name in alternating(names, r):
+                prepare(name)
+                res.setdefault(f"{algo}/{name}", []).append(timed(partial(run, name, algo))[:2])
+    return res, loads
