@@ -132,10 +132,8 @@ def test_second_pass_for_users_cut_short(con, monkeypatch):
     assert len(passes) == 3
 
 
-def test_lazy_on_key_ids(con, monkeypatch):
-    """String keys on key ids (the unseeded path's injective UBIGINT counters), rendered with a seed's
-    randomness marked unseeded: lazy and eager agree there too."""
-    _table(con, string_keys=True)
+def _mark_unseeded(monkeypatch):
+    """Seeded randomness marked unseeded: the key-id counters (the unseeded path's) with reproducible draws."""
     init = Randomness.__init__
 
     def unseeded(self, seed=None):
@@ -143,6 +141,13 @@ def test_lazy_on_key_ids(con, monkeypatch):
         self.seeded = False
 
     monkeypatch.setattr(Randomness, "__init__", unseeded)
+
+
+def test_lazy_on_key_ids(con, monkeypatch):
+    """String keys on key ids (the unseeded path's injective UBIGINT counters), rendered with a seed's
+    randomness marked unseeded: lazy and eager agree there too."""
+    _table(con, string_keys=True)
+    _mark_unseeded(monkeypatch)
     _same(_trace(con, False, 6, 1.0), _trace(con, True, 6, 1.0))
 
 
@@ -253,13 +258,7 @@ def test_mad2r_lazy_on_key_ids(con, monkeypatch, truncation):
     """String keys on key ids (the unseeded path's counters), rendered with a seed's randomness marked
     unseeded, under either truncation order: lazy and eager agree there too."""
     _table(con, string_keys=True)
-    init = Randomness.__init__
-
-    def unseeded(self, seed=None):
-        init(self, seed)
-        self.seeded = False
-
-    monkeypatch.setattr(Randomness, "__init__", unseeded)
+    _mark_unseeded(monkeypatch)
     params = STRESS | {"truncation": truncation}
     _same_mad2r(_trace_mad2r(con, False, 6, 1.0, **params), _trace_mad2r(con, True, 6, 1.0, **params))
 

@@ -43,6 +43,20 @@ def test_passes_give_the_same_keys_for_every_mechanism(data, monkeypatch, algo):
     assert leftovers(data) == []
 
 
+def _pass_params(monkeypatch, param: str) -> list[int]:
+    """The `param` of every truncation pass query the connection runs from now on (a list that fills)."""
+    passes: list[int] = []
+    execute = stages_duckdb.RunContext.execute
+
+    def counted(self, template, idents, params):
+        if template == "stage_truncate_pass":
+            passes.append(params[param])
+        return execute(self, template, idents, params)
+
+    monkeypatch.setattr(stages_duckdb.RunContext, "execute", counted)
+    return passes
+
+
 def test_pass_count_follows_the_truncated_pairs_not_the_input(data, monkeypatch):
     """A truncation whose input's rows ask for passes is sized by its own (stored) pairs: aggregate's pairs,
     restricted to a few public keys, fit one query, and the release is the one of the unlimited run; the
@@ -53,15 +67,7 @@ def test_pass_count_follows_the_truncated_pairs_not_the_input(data, monkeypatch)
     free = run([0, 1, 2]), run("weighted_gaussian")
     (n,), = data.sql("SELECT count(*) FROM t").fetchall()
     monkeypatch.setattr(stages_duckdb, "memory_limit_bytes", lambda con: n * BYTES_PER_ROW_PASS / 3)
-    passes: list[int] = []
-    execute = stages_duckdb.RunContext.execute
-
-    def counted(self, template, idents, params):
-        if template == "stage_truncate_pass":
-            passes.append(params["nparts"])
-        return execute(self, template, idents, params)
-
-    monkeypatch.setattr(stages_duckdb.RunContext, "execute", counted)
+    passes = _pass_params(monkeypatch, "nparts")
     assert run([0, 1, 2]) == free[0] and passes == []              # a few keys' pairs: one query
     assert run("weighted_gaussian") == free[1] and set(passes) == {3}   # the selection's: 3 passes
     assert leftovers(data) == []
@@ -80,15 +86,7 @@ def test_threshold_aggregate_is_the_same_in_passes(data, monkeypatch, truncation
     one = run()
     assert len(one) > 10                                                 # not vacuous
     monkeypatch.setattr(DuckDBStages, "passes_for", lambda self, rows: 3)
-    passes: list[int] = []
-    execute = stages_duckdb.RunContext.execute
-
-    def counted(self, template, idents, params):
-        if template == "stage_truncate_pass":
-            passes.append(params["part"])
-        return execute(self, template, idents, params)
-
-    monkeypatch.setattr(stages_duckdb.RunContext, "execute", counted)
+    passes = _pass_params(monkeypatch, "part")
     assert run() == one and passes == [0, 1, 2]                          # one truncation, in 3 passes
     assert leftovers(data) == []
 
