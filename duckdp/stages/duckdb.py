@@ -70,6 +70,7 @@ class DuckDBStages(Engine):
         self.randomness = ctx.randomness
         self.truncation = check_truncation(truncation)
         self._passes: int | None = None
+        self._memory: float | None = None      # memory_limit in bytes, read once a run
         self._tables: dict[str, str] = {}     # SQL of a stored frame → its TEMP table name
 
     @property
@@ -106,16 +107,22 @@ class DuckDBStages(Engine):
             self.ctx.source.estimated_rows = self.ctx.scalar(f"SELECT count(*) FROM {self.ctx.source.sql}")
         return self.ctx.source.estimated_rows
 
+    def memory_budget(self) -> float:
+        """`memory_limit_bytes`, read once a run (every truncation of the run sizes its passes by it)."""
+        if self._memory is None:
+            self._memory = memory_limit_bytes(self.ctx.con)
+        return self._memory
+
     def passes_for(self, rows: int) -> int:
         """User-hash partitions a truncation over `rows` pairs needs so each window fits DuckDB's memory limit."""
-        budget = memory_limit_bytes(self.ctx.con)
+        budget = self.memory_budget()
         return max(1, math.ceil(rows * BYTES_PER_ROW_PASS / budget)) if budget else 1
 
     def truncation_passes(self) -> int:
         """`passes_for` the input's rows, an upper bound on any truncation's pairs known before a pair is
         built (once per run): 1 means every truncation of the run is one query."""
         if self._passes is None:
-            self._passes = self.passes_for(self.source_rows()) if memory_limit_bytes(self.ctx.con) else 1
+            self._passes = self.passes_for(self.source_rows()) if self.memory_budget() else 1
         return self._passes
 
     def store_by_user_part(self, query_of: Callable[[str, dict], Query], name: str) -> Query:

@@ -37,7 +37,7 @@ FROM scaled
 SELECT _dp_k0, sum(_dp_x) AS _dp_w FROM vectors GROUP BY _dp_k0) LIMIT 0
 
 -- rendering 2 of 2; binds $cap=2.0, $max_contributions=2, $trunc_salt=4495534904771661033
-CREATE TEMP TABLE "_duckdp_000000000000_state10" AS
+CREATE TEMP TABLE "_duckdp_000000000000_state9" AS
 SELECT _dp_k0, 0.0::DOUBLE AS _dp_level, NULL::INTEGER AS _dp_round FROM (WITH in_play AS (    -- the keys of ∪_u R_u, once (adaptive_sips_in_play_first.sql / adaptive_sips_in_play.sql)
   SELECT _dp_k0 FROM "_duckdp_000000000000_state4" WHERE _dp_level > 0
 ), weighted AS (     -- w_i over ∪R̃_u (sql/adaptive_sips_weights.sql)
