@@ -28,7 +28,7 @@ from ...stages import Query
 from ...stages.base import Rule
 from ...stages.duckdb import DuckDBStages, merge
 from ..base import Params, RoundPlan
-from . import STATE_COLUMNS, state_rule
+from . import state_rule
 
 SLACK = 64          # candidates beyond the expected need: a user's R̃_u almost always lies among them
 
@@ -149,8 +149,9 @@ def weights(engine: DuckDBStages, vectors: Query) -> Query:
 def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query | None, plan: RoundPlan, params: Params,
           index: int, lazy: LazyRounds | None = None) -> tuple[Query, int]:
     """Noise on EVERY key of ∪R_u [adaptive_sips_universe.sql over adaptive_sips_in_play_first.sql in round 1,
-    else adaptive_sips_in_play.sql: the state's keys in play], `next_state` by the generic `decide`
-    stage → the stored next state (keys, `_dp_level`, `_dp_round`; released keys kept)
+    else adaptive_sips_in_play.sql: the state's keys in play], `next_state` by the engine's `decide_into`
+    (the generic `decide`, its rows inserted straight into the state) → the stored next state (keys,
+    `_dp_level`, `_dp_round`; released keys kept)
     [adaptive_sips_state.sql, adaptive_sips_decided.sql, adaptive_sips_carry.sql] and this round's
     number of released keys. With `lazy` (module docstring) the noise is drawn on ∪R̃_u in round 1 and
     on the state's keys in play after, every key noised keeps its row (adaptive_sips_carry_out.sql),
@@ -179,14 +180,13 @@ def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query |
         released.append(int(np.count_nonzero(np.asarray(columns["_dp_released"])[mask])))
         return mask, columns
 
-    decided = engine.table_name(engine.decide(universe, plan, counted, STATE_COLUMNS, round_tag=tag))
     target = ctx.temp_table("state")
     ctx.execute("adaptive_sips_state", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
-    ctx.execute("adaptive_sips_decided", {"target": target, "decided": decided, "keys": keys}, {"round": index})
+    engine.decide_into(universe, plan, counted, lambda decided: ctx.execute(    # the decisions go into the state
+        "adaptive_sips_decided", {"target": target, "decided": decided, "keys": keys}, {"round": index}), tag)
     if state is not None:             # the keys earlier rounds released (lazy: every key out) stay
         ctx.execute("adaptive_sips_carry" if lazy is None else "adaptive_sips_carry_out",
                     {"target": target, "state": engine.table_name(state), "keys": keys}, {})
-    ctx.drop(decided)                 # copied into the state: free it before the next round
     return engine.table(target), sum(released)
 
 
