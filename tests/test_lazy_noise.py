@@ -172,10 +172,10 @@ def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: flo
     calls: list[tuple[list, int]] = []
     vectors: list[tuple] = []
     last: list[tuple] = []
-    original_decide, original_release = DuckDBStages.decide, DuckDBStages.release
+    original_decide, original_release = DuckDBStages.decide_into, DuckDBStages.release
     original_vectors = mad.mad2r_vectors
 
-    def decide(self, weights, plan, rule, added, round_tag=None):
+    def decide_into(self, weights, plan, rule, read, round_tag=None):        # MAD2R's screen decides here
         pairs: list[tuple[float, float]] = []
         calls.append((pairs, 0))
 
@@ -183,7 +183,7 @@ def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: flo
             pairs.extend(zip(w[~np.isnan(w)].tolist(), noisy[~np.isnan(w)].tolist(), strict=True))
             calls[-1] = (pairs, calls[-1][1] + w.size)
             return rule(w, noisy)
-        return original_decide(self, weights, plan, spy, added, round_tag=round_tag)
+        return original_decide(self, weights, plan, spy, read, round_tag=round_tag)
 
     def release(self, weights, plan):
         last.extend(sorted(self.ctx.con.sql(weights.sql, params=weights.params).fetchall()))
@@ -195,7 +195,7 @@ def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: flo
                                                  f"{engine.table_name(out)}").fetchall()))
         return out
 
-    patches = [mock.patch.object(DuckDBStages, "decide", decide),
+    patches = [mock.patch.object(DuckDBStages, "decide_into", decide_into),
                mock.patch.object(DuckDBStages, "release", release),
                mock.patch.object(mad, "mad2r_vectors", round2_vectors)]
     if not lazy:
