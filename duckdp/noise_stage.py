@@ -64,9 +64,8 @@ class NoisyWeights:
 
 
 def duckdb_threads(ctx: RunContext) -> int:
-    """DuckDB's `threads` setting: the noise pool follows it."""
-    (threads,), = ctx.con.sql("SELECT current_setting('threads')").fetchall()
-    return max(1, int(threads))
+    """DuckDB's `threads` setting (read once a run: RunContext.threads): the noise pool follows it."""
+    return ctx.threads
 
 
 def _column(batch: pa.RecordBatch, i: int, dtype: type[np.generic]) -> np.ndarray:

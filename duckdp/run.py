@@ -38,6 +38,8 @@ class RunContext:
         self._views: list[str] = []
         self.key_ids: str | None = None     # the dictionary (`_dp_id`, key columns) while keys are ids
         self.ids_joined = False             # ids are dictionary rowids (pairs carry `_dp_h`), not hashes
+        self._threads: int | None = None
+        self._created = 0                   # TEMP tables and views named so far (`_serial`)
 
     # -- SQL fragments built from quoted identifiers only -------------------------------------
     @property
@@ -86,11 +88,22 @@ class RunContext:
         """SQL text and bound values of `template`; the text may fill another template's hole."""
         return load(template).render(idents, params)
 
+    @property
+    def threads(self) -> int:
+        """DuckDB's `threads` setting, read once a run (the noise pool follows it; a release runs between
+        two statements of the caller, which sets it before, so one read serves every round)."""
+        if self._threads is None:
+            (threads,), = self.con.sql("SELECT current_setting('threads')").fetchall()
+            self._threads = max(1, int(threads))
+        return self._threads
+
     # -- execution --------------------------------------------------------------------------------
     def _serial(self) -> int:
         """A number no TEMP table or view of this run had: they share one namespace, and a stage may
-        name both (`DuckDBStages.decide` makes a "decided" view and table)."""
-        return len(self._temps) + len(self._views)
+        name both (`DuckDBStages.decide` makes a "decided" view and table). Counted, not read off the
+        lists: `drop` takes tables off them."""
+        self._created += 1
+        return self._created - 1
 
     def temp_table(self, stage: str) -> str:
         """A quoted, run-unique TEMP table name for `stage`, dropped in `close()`."""
@@ -131,16 +144,25 @@ class RunContext:
         return quote_ident(name)
 
     def drop(self, table: str) -> None:
-        """Drop one of this run's TEMP tables early (frees memory and spill before the next stage)."""
+        """Drop one of this run's TEMP tables early (frees memory and spill before the next stage); `close`
+        then has one table fewer to drop."""
         self.con.execute(f"DROP TABLE IF EXISTS temp.main.{table}")
+        if table in self._temps:
+            self._temps.remove(table)
 
     def close(self) -> None:
-        """Drop TEMP tables and unregister the input view, whatever happened."""
-        for name in reversed(self._temps):
-            try:
-                self.con.execute(f"DROP TABLE IF EXISTS temp.main.{name}")
-            except Exception:
-                pass
+        """Drop TEMP tables and unregister the input view, whatever happened. The tables go in one
+        statement (one round trip); if it fails (e.g. the connection was interrupted), one by one."""
+        drops = [f"DROP TABLE IF EXISTS temp.main.{name}" for name in reversed(self._temps)]
+        try:
+            if drops:
+                self.con.execute("; ".join(drops))
+        except Exception:
+            for drop in drops:
+                try:
+                    self.con.execute(drop)
+                except Exception:
+                    pass
         self._temps.clear()
         for view in self._views:
             try:

@@ -61,9 +61,9 @@ def _trace(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float, tr
     rounds: list[list[tuple[float, float]]] = []
     noised: list[int] = []
     last: list[tuple] = []
-    original_decide, original_release = DuckDBStages.decide, DuckDBStages.release
+    original_decide, original_release = DuckDBStages.decide_into, DuckDBStages.release
 
-    def decide(self, weights, plan, rule, added, round_tag=None):
+    def decide_into(self, weights, plan, rule, read, round_tag=None):      # adaptive SIPS's rounds decide here
         pairs: list[tuple[float, float]] = []
         rounds.append(pairs)
         noised.append(0)
@@ -72,13 +72,13 @@ def _trace(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float, tr
             pairs.extend(zip(w[~np.isnan(w)].tolist(), noisy[~np.isnan(w)].tolist(), strict=True))
             noised[-1] += w.size
             return rule(w, noisy)
-        return original_decide(self, weights, plan, spy, added, round_tag=round_tag)
+        return original_decide(self, weights, plan, spy, read, round_tag=round_tag)
 
     def release(self, weights, plan):
         last.extend(sorted(self.ctx.con.sql(weights.sql, params=weights.params).fetchall()))
         return original_release(self, weights, plan)
 
-    patches = [mock.patch.object(DuckDBStages, "decide", decide),
+    patches = [mock.patch.object(DuckDBStages, "decide_into", decide_into),
                mock.patch.object(DuckDBStages, "release", release)]
     if not lazy:
         patches.append(mock.patch.object(own, "lazy_rounds", lambda engine, params: None))
@@ -177,10 +177,10 @@ def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: flo
     calls: list[tuple[list, int]] = []
     vectors: list[tuple] = []
     last: list[tuple] = []
-    original_decide, original_release = DuckDBStages.decide, DuckDBStages.release
+    original_decide, original_release = DuckDBStages.decide_into, DuckDBStages.release
     original_vectors = mad.mad2r_vectors
 
-    def decide(self, weights, plan, rule, added, round_tag=None):
+    def decide_into(self, weights, plan, rule, read, round_tag=None):        # MAD2R's screen decides here
         pairs: list[tuple[float, float]] = []
         calls.append((pairs, 0))
 
@@ -188,7 +188,7 @@ def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: flo
             pairs.extend(zip(w[~np.isnan(w)].tolist(), noisy[~np.isnan(w)].tolist(), strict=True))
             calls[-1] = (pairs, calls[-1][1] + w.size)
             return rule(w, noisy)
-        return original_decide(self, weights, plan, spy, added, round_tag=round_tag)
+        return original_decide(self, weights, plan, spy, read, round_tag=round_tag)
 
     def release(self, weights, plan):
         last.extend(sorted(self.ctx.con.sql(weights.sql, params=weights.params).fetchall()))
@@ -200,7 +200,7 @@ def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: flo
                                                  f"{engine.table_name(out)}").fetchall()))
         return out
 
-    patches = [mock.patch.object(DuckDBStages, "decide", decide),
+    patches = [mock.patch.object(DuckDBStages, "decide_into", decide_into),
                mock.patch.object(DuckDBStages, "release", release),
                mock.patch.object(mad, "mad2r_vectors", round2_vectors)]
     if not lazy:

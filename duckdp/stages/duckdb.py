@@ -70,6 +70,7 @@ class DuckDBStages(Engine):
         self.randomness = ctx.randomness
         self.truncation = check_truncation(truncation)
         self._passes: int | None = None
+        self._memory: float | None = None      # memory_limit in bytes, read once a run
         self._tables: dict[str, str] = {}     # SQL of a stored frame → its TEMP table name
 
     @property
@@ -106,16 +107,22 @@ class DuckDBStages(Engine):
             self.ctx.source.estimated_rows = self.ctx.scalar(f"SELECT count(*) FROM {self.ctx.source.sql}")
         return self.ctx.source.estimated_rows
 
+    def memory_budget(self) -> float:
+        """`memory_limit_bytes`, read once a run (every truncation of the run sizes its passes by it)."""
+        if self._memory is None:
+            self._memory = memory_limit_bytes(self.ctx.con)
+        return self._memory
+
     def passes_for(self, rows: int) -> int:
         """User-hash partitions a truncation over `rows` pairs needs so each window fits DuckDB's memory limit."""
-        budget = memory_limit_bytes(self.ctx.con)
+        budget = self.memory_budget()
         return max(1, math.ceil(rows * BYTES_PER_ROW_PASS / budget)) if budget else 1
 
     def truncation_passes(self) -> int:
         """`passes_for` the input's rows, an upper bound on any truncation's pairs known before a pair is
         built (once per run): 1 means every truncation of the run is one query."""
         if self._passes is None:
-            self._passes = self.passes_for(self.source_rows()) if memory_limit_bytes(self.ctx.con) else 1
+            self._passes = self.passes_for(self.source_rows()) if self.memory_budget() else 1
         return self._passes
 
     def store_by_user_part(self, query_of: Callable[[str, dict], Query], name: str) -> Query:
@@ -236,17 +243,26 @@ class DuckDBStages(Engine):
     def decide(self, weights: Query, plan: NoisePlan, rule: Rule, added: dict[str, str],
                round_tag: int | None = None) -> Query:
         """The noise stage's general step (noise_stage.scan_noisy) with the mechanism's rule; the kept
-        rows stored in a run-unique TEMP table (`table_name` gives its name).
+        rows stored in a run-unique TEMP table (`table_name` gives its name). How: `decide_into`, whose
+        reader copies the rows into the table. `round_tag`: as in `Engine.decide` (noise_stage.scan_noisy's)."""
+        target = self.ctx.temp_table("decided")
+        self.decide_into(weights, plan, rule, lambda view: self.ctx.execute(
+            "stage_store", {"target": target, "query": f"SELECT * FROM {view}"}, {}), round_tag)
+        return self.table(target)
+
+    def decide_into(self, weights: Query, plan: NoisePlan, rule: Rule, read: Callable[[str], None],
+                    round_tag: int | None = None) -> None:
+        """`decide` for a mechanism that only copies the kept rows into its own table: `read(view)` runs
+        the one statement that reads them, from a view that can be read once (no TEMP table to create,
+        fill and drop: adaptive SIPS inserts them into its next state).
 
         The kept rows can be as many as the keys (adaptive SIPS's state: every key still in play), so
         Python never holds them: each decided batch is appended to an Arrow IPC stream file in a
         private temporary directory (tempfile under $TMPDIR, mode 0700, removed before this returns;
         the rows are internal state, never output, as DuckDB's own spill files are) while DuckDB
-        streams the weights, and DuckDB reads the file back batch by batch into the table once the
-        weights query is done (a connection runs one query at a time, so it cannot insert while it
-        streams). Python's memory stays one batch per noise thread; the table is DuckDB's, within its
-        memory limit. `round_tag`: as in `Engine.decide` (noise_stage.scan_noisy's)."""
-        target = self.ctx.temp_table("decided")
+        streams the weights, and DuckDB reads the file back batch by batch once the weights query is
+        done (a connection runs one query at a time, so it cannot insert while it streams). Python's
+        memory stays one batch per noise thread; the rows read go to DuckDB, within its memory limit."""
         with tempfile.TemporaryDirectory(prefix="duckdp_decided_") as folder:
             path = os.path.join(folder, "decided.arrows")
             writer: pa.ipc.RecordBatchStreamWriter | None = None
@@ -265,9 +281,7 @@ class DuckDBStages(Engine):
             finally:
                 sink.close()
             with pa.OSFile(path, "rb") as source:
-                view = self.ctx.register("decided", pa.ipc.open_stream(source))
-                self.ctx.execute("stage_store", {"target": target, "query": f"SELECT * FROM {view}"}, {})
-        return self.table(target)
+                read(self.ctx.register("decided", pa.ipc.open_stream(source)))
 
     def arrow_frame(self, table: pa.Table, stage: str) -> Query:
         """A frame over an Arrow table of internal-name columns (a run-unique view, gone at close)."""

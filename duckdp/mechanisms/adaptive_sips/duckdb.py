@@ -28,7 +28,7 @@ from ...stages import Query
 from ...stages.base import Rule
 from ...stages.duckdb import DuckDBStages, merge
 from ..base import Params, RoundPlan
-from . import STATE_COLUMNS, state_rule
+from . import state_rule
 
 SLACK = 64          # candidates beyond the expected need: a user's R̃_u almost always lies among them
 
@@ -88,16 +88,17 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         candidates = engine.store_by_user_part(candidates_of, "candidates")
         name = engine.table_name(candidates)
         noise_late(engine, name, table, lazy)
-        unsettled = engine.store(engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
-                                                                          "match": ctx.key_match("c", "s")},
-                                              {"candidates": limit, "max_contributions": delta0}), "unsettled")
-        users = engine.table_name(unsettled)
-        if ctx.scalar(f"SELECT count(*) FROM {users}"):      # their R̃_u may lie past the cut: all of theirs
-            every = engine.query("adaptive_sips_unnoised_pairs",
-                                 idents | {"users": f" WHERE _dp_user IN (SELECT _dp_user FROM {users})"}, order)
+        unsettled = engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
+                                                             "match": ctx.key_match("c", "s")},
+                                 {"candidates": limit, "max_contributions": delta0})
+        (count,), = ctx.con.execute(f"SELECT count(*) FROM ({unsettled.sql})", unsettled.params).fetchall()
+        if count:            # rare: their R̃_u may lie past the cut: all of theirs (stored before `name` grows)
+            stored = engine.store(unsettled, "unsettled")
+            every = engine.query("adaptive_sips_unnoised_pairs", idents | {
+                "users": f" WHERE _dp_user IN (SELECT _dp_user FROM {engine.table_name(stored)})"}, order)
             ctx.con.execute(f"INSERT INTO {name} {every.sql}", every.params)
             noise_late(engine, name, table, lazy)
-        engine.drop(unsettled)
+            engine.drop(stored)
         engine.drop(candidates)
     return engine.query("adaptive_sips_remaining", {"pairs": engine.table_name(pairs), "state": table,
                                                     "match": ctx.key_match("p", "s")})
@@ -148,8 +149,9 @@ def weights(engine: DuckDBStages, vectors: Query) -> Query:
 def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query | None, plan: RoundPlan, params: Params,
           index: int, lazy: LazyRounds | None = None) -> tuple[Query, int]:
     """Noise on EVERY key of ∪R_u [adaptive_sips_universe.sql over adaptive_sips_in_play_first.sql in round 1,
-    else adaptive_sips_in_play.sql: the state's keys in play], `next_state` by the generic `decide`
-    stage → the stored next state (keys, `_dp_level`, `_dp_round`; released keys kept)
+    else adaptive_sips_in_play.sql: the state's keys in play], `next_state` by the engine's `decide_into`
+    (the generic `decide`, its rows inserted straight into the state) → the stored next state (keys,
+    `_dp_level`, `_dp_round`; released keys kept)
     [adaptive_sips_state.sql, adaptive_sips_decided.sql, adaptive_sips_carry.sql] and this round's
     number of released keys. With `lazy` (module docstring) the noise is drawn on ∪R̃_u in round 1 and
     on the state's keys in play after, every key noised keeps its row (adaptive_sips_carry_out.sql),
@@ -170,16 +172,22 @@ def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query |
     if lazy is not None:              # this round's tag, as the noise stage would draw it, kept for late draws
         tag = ctx.randomness.next_round()
         lazy.rounds.append((tag, plan.scale, plan.noise, rule))
-    decided = engine.table_name(engine.decide(universe, plan, rule, STATE_COLUMNS, round_tag=tag))
+    released: list[int] = []          # per batch (batches are decided on a thread pool: append is atomic)
+
+    def counted(w: np.ndarray, noisy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """`rule`, counting the round's released keys as the batches are decided (no query afterwards)."""
+        mask, columns = rule(w, noisy)
+        released.append(int(np.count_nonzero(np.asarray(columns["_dp_released"])[mask])))
+        return mask, columns
+
     target = ctx.temp_table("state")
     ctx.execute("adaptive_sips_state", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
-    ctx.execute("adaptive_sips_decided", {"target": target, "decided": decided, "keys": keys}, {"round": index})
+    engine.decide_into(universe, plan, counted, lambda decided: ctx.execute(    # the decisions go into the state
+        "adaptive_sips_decided", {"target": target, "decided": decided, "keys": keys}, {"round": index}), tag)
     if state is not None:             # the keys earlier rounds released (lazy: every key out) stay
         ctx.execute("adaptive_sips_carry" if lazy is None else "adaptive_sips_carry_out",
                     {"target": target, "state": engine.table_name(state), "keys": keys}, {})
-    released = ctx.scalar(f"SELECT count(*) FROM {decided} WHERE _dp_released")
-    ctx.drop(decided)                 # copied into the state: free it before the next round
-    return engine.table(target), int(released)
+    return engine.table(target), sum(released)
 
 
 def released(engine: DuckDBStages, state: Query) -> Query:

@@ -32,7 +32,7 @@ from ...stages import Query
 from ...stages.base import Rule
 from ...stages.duckdb import DuckDBStages, merge
 from ..base import RoundPlan
-from . import SCREEN_COLUMNS, screen_exceptions
+from . import screen_exceptions
 
 SLACK = 64          # candidates beyond the expected need: a user's R̃_u almost always lies among them
 
@@ -82,7 +82,7 @@ def mad_weights(engine: DuckDBStages, vectors: Query, plan: RoundPlan) -> Query:
 def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1: RoundPlan, plan2: RoundPlan,
                  max_contributions: int, lazy: LazyScreen | None = None) -> Query:
     """Round-1 noisy weights ŵ1 on the whole universe (support ∪ keys of users over Δ0)
-    [mad2r_universe.sql], MAD2R's decisions by the generic `decide` stage with `screen_round1`, and
+    [mad2r_universe.sql], MAD2R's decisions by the engine's `decide_into` with `screen_round1`, and
     only the exceptions (released, removed or biased keys) stored [mad2r_status.sql]. With `lazy`
     (module docstring) ŵ1 on the support ∪S̃_u only, under a round tag recorded in `lazy`."""
     ctx = engine.ctx
@@ -96,25 +96,23 @@ def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1: Roun
     if lazy is not None:            # round 1's tag, as the noise stage would draw it, kept for late draws
         tag = lazy.tag = ctx.randomness.next_round()
         lazy.plan, lazy.rule = plan1, rule
-    exceptions = engine.decide(universe, plan1, rule, SCREEN_COLUMNS, round_tag=tag)
     target = ctx.temp_table("status")
     ctx.execute("mad2r_status", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
-    add_exceptions(engine, target, exceptions)
+    engine.decide_into(universe, plan1, rule, lambda exceptions: add_exceptions(engine, target, exceptions), tag)
     return engine.table(target)
 
 
-def add_exceptions(engine: DuckDBStages, status: str, exceptions: Query) -> None:
-    """Insert decided exceptions into the status table (the insert casts keys back to the input's types:
-    HUGEINT, UUID, BLOB, lists, structs) and free them."""
-    engine.ctx.con.execute(f"INSERT INTO temp.main.{status} BY NAME SELECT * FROM {engine.table_name(exceptions)}")
-    engine.drop(exceptions)
+def add_exceptions(engine: DuckDBStages, status: str, exceptions: str) -> None:
+    """Insert decided exceptions (the view `DuckDBStages.decide_into` hands over, read once) into the status
+    table (the insert casts keys back to the input's types: HUGEINT, UUID, BLOB, lists, structs)."""
+    engine.ctx.con.execute(f"INSERT INTO temp.main.{status} BY NAME SELECT * FROM {exceptions}")
 
 
 def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query, lazy: LazyScreen,
                plan2: RoundPlan, max_contributions: int, salt: int) -> Query:
     """Lazy round 1 (module docstring): each user's first m pairs whose key round 1 did not noise, in the
     order of round 2's truncation under `salt` [mad2r_candidates.sql], get their keys' round-1 noise now
-    through the screen rule with no weight [mad2r_late_keys.sql → `decide` under round 1's tag], their
+    through the screen rule with no weight [mad2r_late_keys.sql → `decide_into` under round 1's tag], their
     exceptions added to `status`; a user cut at m with fewer than Δ0 of those kept for round 2 before the
     cut [mad2r_unsettled.sql] gets all of its keys screened (a second pass). `support`: the round-1 user
     vectors (∪S̃_u, the keys round 1 noised)."""
@@ -134,7 +132,7 @@ def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query
     late = {"support": support_name, "match": ctx.key_match("p", "s"), "keys": ctx.key_aliases}
 
     def screen(keys: Query) -> None:
-        add_exceptions(engine, status_name, engine.decide(keys, plan1, rule, SCREEN_COLUMNS, round_tag=tag))
+        engine.decide_into(keys, plan1, rule, lambda exceptions: add_exceptions(engine, status_name, exceptions), tag)
 
     screen(engine.query("mad2r_late_keys", late | {"pairs": name, "screened": "", "users": ""}))
     unsettled = engine.store(engine.query("mad2r_unsettled", {"candidates": name, "status": status_name,

@@ -1,2 +1,2 @@
 -- rendering 1 of 1; binds none
-SELECT _dp_k0 FROM "_duckdp_000000000000_state3" WHERE _dp_level > 0
+SELECT _dp_k0 FROM "_duckdp_000000000000_state1" WHERE _dp_level > 0

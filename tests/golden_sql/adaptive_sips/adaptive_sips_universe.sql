@@ -1,12 +1,12 @@
 -- rendering 1 of 1; binds $cap=2.0, $max_contributions=2, $trunc_salt=4495534904771661033
 WITH in_play AS (    -- the keys of ∪_u R_u, once (adaptive_sips_in_play_first.sql / adaptive_sips_in_play.sql)
-  SELECT _dp_k0 FROM "_duckdp_000000000000_state3" WHERE _dp_level > 0
+  SELECT _dp_k0 FROM "_duckdp_000000000000_state1" WHERE _dp_level > 0
 ), weighted AS (     -- w_i over ∪R̃_u (sql/adaptive_sips_weights.sql)
   WITH vectors AS (    -- x_ui per kept pair (sql/adaptive_sips_vectors.sql)
   WITH kept AS (       -- R̃_u with each key's level and d (stage_truncate.sql)
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
-  SELECT p.*, s._dp_level FROM "_duckdp_000000000000_pairs0" AS p JOIN "_duckdp_000000000000_state3" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE s._dp_level > 0
+  SELECT p.*, s._dp_level FROM "_duckdp_000000000000_pairs0" AS p JOIN "_duckdp_000000000000_state1" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE s._dp_level > 0
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )

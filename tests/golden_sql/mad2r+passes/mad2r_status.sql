@@ -1,5 +1,5 @@
 -- rendering 1 of 1; binds $max_degree=2, $min_degree=2, $reroute=0.45710678118654746, $tau=99.29215355508413
-CREATE TEMP TABLE "_duckdp_000000000000_status5" AS
+CREATE TEMP TABLE "_duckdp_000000000000_status3" AS
 SELECT _dp_k0, NULL::BOOLEAN AS _dp_released, NULL::BOOLEAN AS _dp_round2, NULL::DOUBLE AS _dp_beta
 FROM (WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
   SELECT _dp_k0, sum(_dp_uw / sqrt(_dp_d)) AS _dp_init

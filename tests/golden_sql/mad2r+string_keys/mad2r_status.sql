@@ -1,5 +1,5 @@
 -- rendering 1 of 1; binds $max_contributions=2, $max_degree=2, $min_degree=2, $reroute=0.45710678118654746, $tau=99.29215355508413
-CREATE TEMP TABLE "_duckdp_000000000000_status5" AS
+CREATE TEMP TABLE "_duckdp_000000000000_status2" AS
 SELECT _dp_k0, NULL::BOOLEAN AS _dp_released, NULL::BOOLEAN AS _dp_round2, NULL::DOUBLE AS _dp_beta
 FROM (WITH weighted AS (   -- round-1 MAD weights (sql/mad_weights.sql), keys of ∪S̃_u only
   WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)

@@ -1,4 +1,4 @@
--- rendering 1 of 4; binds none
+-- rendering 1 of 3; binds none
 CREATE TEMP TABLE "_duckdp_000000000000_pairs0" AS
 WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
   SELECT DISTINCT "user_id" AS _dp_user, "item" AS _dp_k0 FROM "memory"."main"."golden_input"
@@ -7,7 +7,7 @@ WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carrie
 )
 SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user)
 
--- rendering 2 of 4; binds $max_contributions=2, $trunc_salt=4041988694836402461
+-- rendering 2 of 3; binds $max_contributions=2, $trunc_salt=4041988694836402461
 CREATE TEMP TABLE "_duckdp_000000000000_vectors1" AS
 WITH kept AS (       -- kept pairs with d (stage_truncate.sql)
   SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM "_duckdp_000000000000_pairs0" WHERE _dp_size <= $max_contributions
@@ -18,17 +18,13 @@ QUALIFY row_number() OVER (PARTITION BY _dp_user
 )
 SELECT _dp_user, _dp_k0, _dp_d, 1.0 / sqrt(_dp_d) AS _dp_uw FROM kept
 
--- rendering 3 of 4; binds none
-CREATE TEMP TABLE "_duckdp_000000000000_decided2" AS
-SELECT * FROM "_duckdp_000000000000_decided4"
-
--- rendering 4 of 4; binds $beta_min=0.5, $max_contributions=2, $trunc_salt=4495534904771661033
-CREATE TEMP TABLE "_duckdp_000000000000_vectors26" AS
+-- rendering 3 of 3; binds $beta_min=0.5, $max_contributions=2, $trunc_salt=4495534904771661033
+CREATE TEMP TABLE "_duckdp_000000000000_vectors25" AS
 WITH kept AS (       -- kept round-2 pairs with b_i and d
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
   SELECT _dp_user, _dp_k0, greatest(least(coalesce(_dp_beta, 1.0), 1.0), $beta_min) AS _dp_b
-FROM "_duckdp_000000000000_pairs0" AS p LEFT JOIN "_duckdp_000000000000_status5" USING (_dp_k0) WHERE _dp_round2 IS NOT false
+FROM "_duckdp_000000000000_pairs0" AS p LEFT JOIN "_duckdp_000000000000_status2" USING (_dp_k0) WHERE _dp_round2 IS NOT false
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )
