@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -27,7 +26,7 @@ import duckdp  # noqa: E402
 from duckdp.datasets import create_synthetic  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_timing import paired  # noqa: E402
+from ab_timing import paired, report  # noqa: E402
 from bench_speed import DELTA0, FLOOR_SQL, FLOOR_THRESHOLD, KEY_TYPES  # noqa: E402
 
 
@@ -78,17 +77,8 @@ def main(argv: list[str] | None = None) -> None:
 
         res, loads = paired(args.repeat, lambda: con.sql(floor_sql, params=floor_params).to_arrow_table(),
                             args.algos, ("old", "new"), release)
-    fw, fc = (statistics.median(x[i] for x in res["floor"]) for i in (0, 1))
-    print(f"# {args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
-          f"load average {min(loads):.1f}–{max(loads):.1f}, DuckDB {duckdb.__version__}")
-    print("| run | wall s | × floor | CPU s | × floor |")
-    print("|---|---:|---:|---:|---:|")
-    for label, v in res.items():
-        w, c = (statistics.median(x[i] for x in v) for i in (0, 1))
-        print(f"| {label} | {w:.3f} | {w / fw:.2f} | {c:.3f} | {c / fc:.2f} |")
-    for algo in args.algos:
-        saving = statistics.median(o[1] - n[1] for o, n in zip(res[f"{algo}/old"], res[f"{algo}/new"], strict=True))
-        print(f"{algo}: median paired CPU saving {saving:.3f} s")
+    report(res, loads, f"{args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
+           f"DuckDB {duckdb.__version__}", args.algos)
 
 
 if __name__ == "__main__":

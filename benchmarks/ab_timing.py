@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import resource
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -48,3 +49,18 @@ def paired(repeat: int, floor: Callable[[], Any], algos: Sequence[str], names: S
                 prepare(name)
                 res.setdefault(f"{algo}/{name}", []).append(timed(partial(run, name, algo))[:2])
     return res, loads
+
+
+def report(res: dict[str, list[tuple[float, float]]], loads: list[float], header: str, algos: Sequence[str]) -> None:
+    """Print `paired`'s medians as a table (× the floor's median) and each algo's median paired CPU saving
+    (old − new: positive means new is cheaper)."""
+    fw, fc = (statistics.median(x[i] for x in res["floor"]) for i in (0, 1))
+    print(f"# {header}, load average {min(loads):.1f}–{max(loads):.1f}")
+    print("| run | wall s | × floor | CPU s | × floor |")
+    print("|---|---:|---:|---:|---:|")
+    for label, v in res.items():
+        w, c = (statistics.median(x[i] for x in v) for i in (0, 1))
+        print(f"| {label} | {w:.3f} | {w / fw:.2f} | {c:.3f} | {c / fc:.2f} |")
+    for algo in algos:
+        saving = statistics.median(o[1] - n[1] for o, n in zip(res[f"{algo}/old"], res[f"{algo}/new"], strict=True))
+        print(f"{algo}: median paired CPU saving {saving:.3f} s")
