@@ -111,6 +111,12 @@ def hashable(key_types: list[str]) -> bool:
     return all(t.upper() in _HASHABLE for t in key_types)
 
 
+def collisions_possible(key_types: list[str]) -> bool:
+    """Whether keys of these types take digest counters (collisions possible, ranked among the keys present)
+    rather than an integer rule (injective, the same whichever keys a round noises)."""
+    return _integer_rule(key_types) is None
+
+
 def counter_sql(key_types: list[str]) -> tuple[str, str, bool]:
     """SQL of (hi, lo) over the internal key columns `_dp_k0, …`, and whether collisions are possible."""
     rule = _integer_rule(key_types)

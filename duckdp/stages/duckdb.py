@@ -21,7 +21,7 @@ from collections.abc import Callable
 import duckdb
 import pyarrow as pa
 
-from ..counters import counter_sql, hashable, key_id_sql
+from ..counters import collisions_possible, hashable, key_id_sql
 from ..noise_stage import release_keys, scan_noisy
 from ..run import RunContext
 from ..source import Source
@@ -154,7 +154,7 @@ class DuckDBStages(Engine):
         ctx = self.ctx
         source = ctx.source
         if ctx.key_ids is None:
-            if ctx.randomness.seeded or not counter_sql(source.key_types)[2]:
+            if ctx.randomness.seeded or not collisions_possible(source.key_types):
                 return self.pairs()
             keys = [f"_dp_k{i}" for i in range(len(source.keys))]
             target = ctx.temp_table("key_ids")

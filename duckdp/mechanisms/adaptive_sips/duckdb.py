@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 from scipy.special import ndtr
 
-from ...counters import counter_sql
+from ...counters import collisions_possible, counter_sql
 from ...prf import noise
 from ...stages import Query
 from ...stages.base import Rule
@@ -45,7 +45,7 @@ def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
     """A `LazyRounds` where a key's counter is the same whichever keys a round noises (integer keys,
     key ids; not digest counters, whose collision ranks depend on the keys present), else None. The
     candidates' per-user window runs in the truncation's user-hash passes (DuckDBStages.store_by_user_part)."""
-    if counter_sql(engine.ctx.key_types)[2]:
+    if collisions_possible(engine.ctx.key_types):
         return None
     return LazyRounds(params)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from scipy.special import ndtr
 
-from ...counters import counter_sql
+from ...counters import collisions_possible
 from ...errors import InternalError
 from ...stages import Query
 from ...stages.base import Rule
@@ -51,7 +51,7 @@ def mad2r_lazy(engine: DuckDBStages) -> LazyScreen | None:
     ids; not digest counters, whose collision ranks depend on the keys present), else None (the eager
     screen, the same release). The candidates' per-user window runs in the truncation's user-hash passes
     (DuckDBStages.store_by_user_part)."""
-    if counter_sql(engine.ctx.key_types)[2]:
+    if collisions_possible(engine.ctx.key_types):
         return None
     return LazyScreen()
 
