@@ -125,18 +125,24 @@ class DuckDBStages(Engine):
             self._passes = self.passes_for(self.source_rows()) if self.memory_budget() else 1
         return self._passes
 
+    def user_part(self, nparts: int, part: int) -> Query:
+        """The filter on `_dp_user` of one user-hash pass (stage_user_part.sql): truncation's passes and
+        `store_by_user_part` split users by it."""
+        return self.query("stage_user_part", {}, {"nparts": nparts, "part": part})
+
     def store_by_user_part(self, query_of: Callable[[str, dict], Query], name: str) -> Query:
         """Store a per-user query (a window partitioned by user) in the truncation's user-hash passes, so
         each window fits memory as the truncation's do: `query_of(filter, values)` is the query over the
         users a ` WHERE` filter on `_dp_user` (with its bound values) selects — none when the input fits,
-        else stage_truncate_pass.sql's split, `hash(_dp_user) % nparts = part`, one pass per part."""
+        else `user_part`'s, one pass per part."""
         passes = self.truncation_passes()
         if passes == 1:
             return self.store(query_of("", {}), name)
-        part = " WHERE hash(_dp_user) % $nparts = $part"
-        stored = self.store(query_of(part, {"nparts": passes, "part": 0}), name)
+        first = self.user_part(passes, 0)
+        stored = self.store(query_of(f" {first.sql}", first.params), name)
         for i in range(1, passes):
-            q = query_of(part, {"nparts": passes, "part": i})
+            users = self.user_part(passes, i)
+            q = query_of(f" {users.sql}", users.params)
             self.ctx.con.execute(f"INSERT INTO temp.main.{self.table_name(stored)} {q.sql}", q.params)
         return stored
 
@@ -215,8 +221,9 @@ class DuckDBStages(Engine):
                                  {"max_contributions": max_contributions})
                 window = self.query("stage_truncate_window", {"sized": "part", "hashed": hashed}, params)
                 for part in range(passes):
-                    self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "window": window.sql},
-                                     window.params | {"nparts": passes, "part": part})
+                    users = self.user_part(passes, part)
+                    self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "users": users.sql,
+                                                             "window": window.sql}, merge(window.params, users.params))
                 if owned:
                     self.ctx.drop(table)              # free its memory and spill before the next stage
                 return self.table(kept)
