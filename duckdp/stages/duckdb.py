@@ -204,7 +204,8 @@ class DuckDBStages(Engine):
         aggregate's pairs, restricted to the released keys, are a fraction of the input). The count is not
         public, but it only sets how users are split into passes: each user's kept pairs are a function of
         their own pairs and the salt whatever the split, so the rows kept — and everything released — are
-        the same for every pass count; only time and memory follow it."""
+        the same for every pass count; only time and memory follow it. Pairs stored here are dropped as soon
+        as the kept rows are built (in passes, or in one query into a TEMP table when their count fits)."""
         params = {"max_contributions": max_contributions,
                   "trunc_salt": self.ctx.randomness.salt() if salt is None else salt}
         hashed = self.truncation_hashed()
@@ -224,16 +225,23 @@ class DuckDBStages(Engine):
                     users = self.user_part(passes, part)
                     self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "users": users.sql,
                                                              "window": window.sql}, merge(window.params, users.params))
-                if owned:
-                    self.ctx.drop(table)              # free its memory and spill before the next stage
-                return self.table(kept)
-        name = table or "sized"
-        window = self.query("stage_truncate_window", {"sized": name, "hashed": hashed}, params)
-        body = self.query("stage_truncate", {"sized": name, "window": window.sql}, window.params)
+            elif owned:     # they fit one query: run it now, so the stored pairs can go
+                kept = self._store_as(self._truncate_one(table, hashed, params), "kept")
+            else:
+                return self._truncate_one(table, hashed, params)
+            if owned:
+                self.ctx.drop(table)              # free its memory and spill before the next stage
+            return self.table(kept)
         if table is not None:
-            return body
+            return self._truncate_one(table, hashed, params)
+        body = self._truncate_one("sized", hashed, params)
         return self.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
                           merge(sized.params, body.params))
+
+    def _truncate_one(self, sized: str, hashed: str, params: dict) -> Query:
+        """`truncate` as one query over the table (or CTE) named `sized` [stage_truncate.sql]."""
+        window = self.query("stage_truncate_window", {"sized": sized, "hashed": hashed}, params)
+        return self.query("stage_truncate", {"sized": sized, "window": window.sql}, window.params)
 
     def contribution_histogram(self, pairs: Query, edges: list[int]) -> list[tuple[int, int]]:
         return self.ctx.fetch("stage_contribution_histogram", {"pairs": pairs.sql},
