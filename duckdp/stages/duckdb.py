@@ -143,7 +143,7 @@ class DuckDBStages(Engine):
         for i in range(1, passes):
             users = self.user_part(passes, i)
             q = query_of(f" {users.sql}", users.params)
-            self.ctx.con.execute(f"INSERT INTO temp.main.{self.table_name(stored)} {q.sql}", q.params)
+            self.ctx.execute("stage_append", {"target": self.table_name(stored), "query": q.sql}, q.params)
         return stored
 
     # -- shared stages -------------------------------------------------------------------------
