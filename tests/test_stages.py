@@ -96,6 +96,21 @@ def test_stored_pairs_fitting_one_query_are_dropped_at_once(data, monkeypatch):
     assert leftovers(data) == []
 
 
+def test_original_keys_drops_the_key_id_dictionary(data):
+    """Back on the input's keys after a run on key ids (unseeded string keys), the dictionary of every
+    distinct key is dropped at once, before the stages that read the input again (aggregate's)."""
+    def dictionaries() -> list:
+        return data.sql("SELECT table_name FROM duckdb_tables() WHERE temporary AND table_name LIKE '%key_ids%'"
+                        ).fetchall()
+
+    with open_run(data, "t", "user_id", "item", Randomness()) as stages:
+        stages.store(stages.round_pairs(), "pairs")
+        assert stages.ctx.key_ids is not None and len(dictionaries()) == 1       # on ids: not vacuous
+        stages.original_keys()
+        assert stages.ctx.key_ids is None and dictionaries() == []
+    assert leftovers(data) == []
+
+
 @pytest.mark.parametrize("truncation", ["global", "per_user"])
 def test_threshold_aggregate_is_the_same_in_passes(data, monkeypatch, truncation):
     """keys="threshold"'s one truncation over every key (spec §4.2) carries the pairs' measures; forced into 3

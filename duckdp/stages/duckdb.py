@@ -183,7 +183,10 @@ class DuckDBStages(Engine):
 
     def original_keys(self) -> None:
         """Back to the input's key columns after a mechanism ran on key ids (its output is decoded):
-        stages that read the input again (e.g. aggregate's) see its keys."""
+        stages that read the input again (e.g. aggregate's) see its keys. The ids' dictionary (every
+        distinct key) is dropped now, before those stages, not when the run closes."""
+        if self.ctx.key_ids is not None:
+            self.ctx.drop(self.ctx.key_ids)
         self.ctx.key_ids = None
         self.ctx.ids_joined = False
 
