@@ -8,6 +8,7 @@ import pytest
 from conftest import leftovers, make_table, random_sets
 
 import duckdp
+from duckdp.errors import InternalError
 from duckdp.lifecycle import open_run
 from duckdp.rng import Randomness
 from duckdp.stages import Query
@@ -109,6 +110,16 @@ def test_original_keys_drops_the_key_id_dictionary(data):
         stages.original_keys()
         assert stages.ctx.key_ids is None and dictionaries() == []
     assert leftovers(data) == []
+
+
+def test_stage_invariants_raise_internal_errors(data):
+    """A stage misused by duckdp's own code (an unstored frame where a table is needed, one parameter
+    bound twice with different values) is an InternalError: a bug, never the caller's input."""
+    with open_run(data, "t", "user_id", "item", Randomness(1)) as stages:
+        with pytest.raises(InternalError, match="stored frame"):
+            stages.table_name(stages.pairs())
+        with pytest.raises(InternalError, match="bind \\$salt twice"):
+            stages_duckdb.merge({"salt": 1}, {"salt": 2})
 
 
 @pytest.mark.parametrize("truncation", ["global", "per_user"])

@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from ..counters import collisions_possible, hashable, key_id_sql
+from ..errors import InternalError
 from ..noise_stage import release_keys, scan_noisy
 from ..run import RunContext
 from ..source import Source
@@ -48,7 +49,7 @@ def merge(*params: dict) -> dict:
     for p in params:
         for name, value in p.items():
             if name in out and out[name] is not value and out[name] != value:
-                raise RuntimeError(f"composed stages bind ${name} twice with different values")
+                raise InternalError(f"invariant failed: composed stages bind ${name} twice with different values")
             out[name] = value
     return out
 
@@ -91,7 +92,7 @@ class DuckDBStages(Engine):
     def table_name(self, frame: Query) -> str:
         """The TEMP table behind a stored frame (stages that update or re-read a table need one)."""
         if frame.sql not in self._tables:
-            raise RuntimeError("this stage needs a stored frame (stages.store)")
+            raise InternalError("invariant failed: this stage needs a stored frame (stages.store)")
         return self._tables[frame.sql]
 
     def _store_as(self, frame: Query, stage: str) -> str:
