@@ -23,11 +23,10 @@ import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import duckdp  # noqa: E402
-from duckdp.datasets import create_synthetic  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_timing import paired, report  # noqa: E402
-from bench_speed import DELTA0, FLOOR_SQL, FLOOR_THRESHOLD, KEY_TYPES  # noqa: E402
+from ab_timing import paired, report, synthetic_with_floor  # noqa: E402
+from bench_speed import DELTA0, KEY_TYPES  # noqa: E402
 
 
 def import_old(checkout: Path, folder: Path) -> ModuleType:
@@ -53,15 +52,7 @@ def main(argv: list[str] | None = None) -> None:
 
     with tempfile.TemporaryDirectory(prefix="duckdp_ab_") as folder:
         packages = {"old": import_old(args.old, Path(folder)), "new": duckdp}
-        con = duckdb.connect()
-        create_synthetic(con, "synth_bigint", args.rows, seed=0)
-        keys, rebuild = KEY_TYPES[args.key_type]
-        select = (rebuild or "SELECT * FROM synth").replace("FROM synth", "FROM synth_bigint")
-        con.execute("CREATE TABLE synth AS " + select)
-        con.execute(f"SET threads = {int(args.threads)}")
-        floor_sql = FLOOR_SQL.format(keys=", ".join(keys), delta0=DELTA0)
-        floor_params = {"salt": 0x1234_5678_9ABC_DEF0, "threshold": FLOOR_THRESHOLD}
-        con.sql(floor_sql, params=floor_params).to_arrow_table()
+        con, floor = synthetic_with_floor(args.rows, args.key_type, args.threads)
 
         def release(name: str, algo: str, seed: int | None = None) -> Any:
             return packages[name].select(con, "synth", algo=algo, rho=0.1, delta=1e-5, max_contributions=DELTA0,
@@ -75,8 +66,7 @@ def main(argv: list[str] | None = None) -> None:
             if not outs[0].equals(outs[1]):
                 raise SystemExit(f"{algo}: old and new seeded releases differ")
 
-        res, loads = paired(args.repeat, lambda: con.sql(floor_sql, params=floor_params).to_arrow_table(),
-                            args.algos, ("old", "new"), release)
+        res, loads = paired(args.repeat, floor, args.algos, ("old", "new"), release)
     report(res, loads, f"{args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
            f"DuckDB {duckdb.__version__}", args.algos)
 

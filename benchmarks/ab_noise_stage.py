@@ -14,17 +14,14 @@ import importlib.util
 import sys
 from pathlib import Path
 
-import duckdb
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import duckdp  # noqa: E402
 from duckdp import noise_stage  # noqa: E402
-from duckdp.datasets import create_synthetic  # noqa: E402
 from duckdp.stages import duckdb as duckdb_stages  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_timing import paired, report  # noqa: E402
-from bench_speed import DELTA0, FLOOR_SQL, FLOOR_THRESHOLD, KEY_TYPES  # noqa: E402
+from ab_timing import paired, report, synthetic_with_floor  # noqa: E402
+from bench_speed import DELTA0  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,15 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     def use(name: str) -> None:
         noise_stage.noise, noise_stage.counter_arrays, duckdb_stages.ids_collide = variants[name]
 
-    con = duckdb.connect()
-    create_synthetic(con, "synth_bigint", args.rows, seed=0)
-    keys, rebuild = KEY_TYPES[args.key_type]
-    select = (rebuild or "SELECT * FROM synth").replace("FROM synth", "FROM synth_bigint")
-    con.execute("CREATE TABLE synth AS " + select)
-    con.execute(f"SET threads = {int(args.threads)}")
-    floor_sql = FLOOR_SQL.format(keys=", ".join(keys), delta0=DELTA0)
-    floor_params = {"salt": 0x1234_5678_9ABC_DEF0, "threshold": FLOOR_THRESHOLD}
-    con.sql(floor_sql, params=floor_params).to_arrow_table()
+    con, floor = synthetic_with_floor(args.rows, args.key_type, args.threads)
 
     def release(algo: str, seed: int | None = None):
         return duckdp.select(con, "synth", algo=algo, rho=0.1, delta=1e-5, max_contributions=DELTA0,
@@ -77,8 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         if not outs[0].equals(outs[1]):
             raise SystemExit(f"{algo}: old and new seeded releases differ")
 
-    res, loads = paired(args.repeat, lambda: con.sql(floor_sql, params=floor_params).to_arrow_table(),
-                        args.algos, ("old", "new"), lambda name, algo: release(algo), prepare=use)
+    res, loads = paired(args.repeat, floor, args.algos, ("old", "new"), lambda name, algo: release(algo), prepare=use)
     report(res, loads, f"{args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats",
            args.algos)
 

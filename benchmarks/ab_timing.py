@@ -1,6 +1,6 @@
-"""Shared pieces of the paired A/B benchmarks (ab_*.py): the wall and CPU seconds of one call, and the
-order in which a repeat runs its variants — reversed every other repeat, so a change of machine load
-between two variants hits each side alike."""
+"""Shared pieces of the paired A/B benchmarks (ab_*.py): the wall and CPU seconds of one call, the order
+in which a repeat runs its variants — reversed every other repeat, so a change of machine load between two
+variants hits each side alike — and the synthetic input with its raw-SQL floor (bench_speed.py's)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,30 @@ from functools import partial
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def synthetic_with_floor(rows: int, key_type: str, threads: int) -> tuple[Any, Callable[[], Any]]:
+    """(a DuckDB connection holding bench_speed.py's synthetic table `synth` of `rows` rows with keys of
+    `key_type`, set to `threads` threads; the raw-SQL floor on it, run once to warm up)."""
+    import duckdb
+    from bench_speed import DELTA0, FLOOR_SQL, FLOOR_THRESHOLD, KEY_TYPES
+
+    from duckdp.datasets import create_synthetic
+
+    con = duckdb.connect()
+    create_synthetic(con, "synth_bigint", rows, seed=0)
+    keys, rebuild = KEY_TYPES[key_type]
+    select = (rebuild or "SELECT * FROM synth").replace("FROM synth", "FROM synth_bigint")
+    con.execute("CREATE TABLE synth AS " + select)
+    con.execute(f"SET threads = {int(threads)}")
+    floor_sql = FLOOR_SQL.format(keys=", ".join(keys), delta0=DELTA0)
+    floor_params = {"salt": 0x1234_5678_9ABC_DEF0, "threshold": FLOOR_THRESHOLD}
+
+    def floor() -> Any:
+        return con.sql(floor_sql, params=floor_params).to_arrow_table()
+
+    floor()
+    return con, floor
 
 
 def cpu_seconds() -> float:

@@ -1,4 +1,5 @@
--- Stage `append`: add a round's keys to a stored key table (DP-SIPS: P_0 ∪ … ∪ P_i).
+-- Stage `append`: add rows to a stored table: a round's keys to the released ones (DP-SIPS: P_0 ∪ … ∪ P_i),
+-- or one user-hash part's rows to a per-user query stored in parts (DuckDBStages.store_by_user_part).
 -- idents: target, query
 -- params:
 INSERT INTO {target}

@@ -51,3 +51,27 @@ def test_mechanism_templates_are_found_in_their_folders():
     assert files["mad_weights"].parent.parent.name == "mad"
     assert files["stage_pairs"].parent.name == "sql"
     assert files["pcr_top_counts"].parent.parent.name == "count_release"
+
+
+def test_a_familys_own_stages_take_the_same_arguments_on_every_engine():
+    """A mechanism's `run` calls its own stages engine-blind (`own.remaining(stages, pairs, state, salt, lazy)`),
+    so each Spark stage takes the DuckDB stage's parameters, by name and order, even one only DuckDB reads
+    (adaptive SIPS's `salt` orders the lazy-noise candidates, which Spark, drawing noise eagerly, has none of);
+    DuckDB may add helpers of its own."""
+    import importlib
+    import inspect
+    from pathlib import Path
+
+    import duckdp.mechanisms
+
+    pytest.importorskip("pyspark")
+    folders = sorted(p.parent.name for p in Path(duckdp.mechanisms.__file__).parent.glob("*/spark.py"))
+    assert {"adaptive_sips", "mad", "aggregate"} <= set(folders)
+
+    def stages(module):
+        return {n: [p for p in inspect.signature(f).parameters][1:] for n, f in vars(module).items()
+                if inspect.isfunction(f) and f.__module__ == module.__name__ and not n.startswith("_")}
+
+    for folder in folders:
+        duck, spark = (stages(importlib.import_module(f"duckdp.mechanisms.{folder}.{e}")) for e in ("duckdb", "spark"))
+        assert {n: duck.get(n) for n in spark} == spark, folder

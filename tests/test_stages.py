@@ -8,8 +8,10 @@ import pytest
 from conftest import leftovers, make_table, random_sets
 
 import duckdp
+from duckdp.errors import InternalError
 from duckdp.lifecycle import open_run
 from duckdp.rng import Randomness
+from duckdp.stages import Query
 from duckdp.stages import duckdb as stages_duckdb
 from duckdp.stages.duckdb import BYTES_PER_ROW_PASS, DuckDBStages
 
@@ -71,6 +73,53 @@ def test_pass_count_follows_the_truncated_pairs_not_the_input(data, monkeypatch)
     assert run([0, 1, 2]) == free[0] and passes == []              # a few keys' pairs: one query
     assert run("weighted_gaussian") == free[1] and set(passes) == {3}   # the selection's: 3 passes
     assert leftovers(data) == []
+
+
+def test_stored_pairs_fitting_one_query_are_dropped_at_once(data, monkeypatch):
+    """Where the input's rows ask for passes but the pairs truncation stored fit one query (aggregate's, on
+    a few keys), the truncation runs that query into its own table and drops the stored pairs at once
+    (memory), not when the run closes; it keeps the rows of the one-query truncation."""
+    (n,), = data.sql("SELECT count(*) FROM t").fetchall()
+
+    def truncated() -> tuple[list, list]:
+        with open_run(data, "t", "user_id", "item", Randomness(3)) as stages:
+            pairs = stages.pairs()
+            few = Query(f"SELECT * FROM ({pairs.sql}) AS p WHERE _dp_k0 < 'i2'", pairs.params)
+            kept = stages.truncate(stages.sized(few), 2, salt=5)
+            temps = [name for (name,) in data.sql("SELECT table_name FROM duckdb_tables() WHERE temporary")
+                     .fetchall() if "_sized" in name]
+            return sorted(data.execute(kept.sql, kept.params).fetchall()), temps
+
+    one, _ = truncated()
+    assert len(one) > 100                                       # not vacuous
+    monkeypatch.setattr(DuckDBStages, "passes_for", lambda self, rows: 3 if rows >= n else 1)
+    assert truncated() == (one, [])
+    assert leftovers(data) == []
+
+
+def test_original_keys_drops_the_key_id_dictionary(data):
+    """Back on the input's keys after a run on key ids (unseeded string keys), the dictionary of every
+    distinct key is dropped at once, before the stages that read the input again (aggregate's)."""
+    def dictionaries() -> list:
+        return data.sql("SELECT table_name FROM duckdb_tables() WHERE temporary AND table_name LIKE '%key_ids%'"
+                        ).fetchall()
+
+    with open_run(data, "t", "user_id", "item", Randomness()) as stages:
+        stages.store(stages.round_pairs(), "pairs")
+        assert stages.ctx.key_ids is not None and len(dictionaries()) == 1       # on ids: not vacuous
+        stages.original_keys()
+        assert stages.ctx.key_ids is None and dictionaries() == []
+    assert leftovers(data) == []
+
+
+def test_stage_invariants_raise_internal_errors(data):
+    """A stage misused by duckdp's own code (an unstored frame where a table is needed, one parameter
+    bound twice with different values) is an InternalError: a bug, never the caller's input."""
+    with open_run(data, "t", "user_id", "item", Randomness(1)) as stages:
+        with pytest.raises(InternalError, match="stored frame"):
+            stages.table_name(stages.pairs())
+        with pytest.raises(InternalError, match="bind \\$salt twice"):
+            stages_duckdb.merge({"salt": 1}, {"salt": 2})
 
 
 @pytest.mark.parametrize("truncation", ["global", "per_user"])

@@ -41,7 +41,7 @@ Generic stages (every mechanism composes these; signatures in `duckdp/stages/bas
                                output: keys). Noise depends on (PRF key, round, counter, collision
                                rank) only, so every engine draws the same noise for the same seed.
   remove(pairs, keys)          pairs whose key is not in `keys` (anti-join; DP-SIPS Alg. 3 line 9)
-  store(frame, name)           materialise (DuckDB: TEMP table; Spark: cache/checkpoint); drop(frame)
+  store(frame, name)           materialise (DuckDB: TEMP table; Spark: persist, memory and disk); drop(frame)
   empty_keys(like)             an empty stored key frame; append(stored, keys) → (stored ∪ keys, added)
   union(a, b)                  two key frames concatenated
   output(keys)                 the engine's result table (Arrow) under the input's key names, sorted

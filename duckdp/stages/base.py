@@ -76,7 +76,8 @@ class Engine(ABC):
 
     @abstractmethod
     def release(self, weights: Frame, plan: NoisePlan) -> Frame:
-        """Noise + threshold: the keys whose weight plus fresh keyed noise reaches `plan.threshold`."""
+        """Noise + threshold: the keys whose `_dp_w` + plan.scale · fresh keyed `plan.noise` noise reaches
+        `plan.threshold` (keys only: the noisy weights are never released)."""
 
     @abstractmethod
     def decide(self, weights: Frame, plan: NoisePlan, rule: Rule, added: dict[str, str],

@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from ..counters import collisions_possible, hashable, key_id_sql
+from ..errors import InternalError
 from ..noise_stage import release_keys, scan_noisy
 from ..run import RunContext
 from ..source import Source
@@ -48,7 +49,7 @@ def merge(*params: dict) -> dict:
     for p in params:
         for name, value in p.items():
             if name in out and out[name] is not value and out[name] != value:
-                raise RuntimeError(f"composed stages bind ${name} twice with different values")
+                raise InternalError(f"invariant failed: composed stages bind ${name} twice with different values")
             out[name] = value
     return out
 
@@ -91,7 +92,7 @@ class DuckDBStages(Engine):
     def table_name(self, frame: Query) -> str:
         """The TEMP table behind a stored frame (stages that update or re-read a table need one)."""
         if frame.sql not in self._tables:
-            raise RuntimeError("this stage needs a stored frame (stages.store)")
+            raise InternalError("invariant failed: this stage needs a stored frame (stages.store)")
         return self._tables[frame.sql]
 
     def _store_as(self, frame: Query, stage: str) -> str:
@@ -125,19 +126,25 @@ class DuckDBStages(Engine):
             self._passes = self.passes_for(self.source_rows()) if self.memory_budget() else 1
         return self._passes
 
+    def user_part(self, nparts: int, part: int) -> Query:
+        """The filter on `_dp_user` of one user-hash pass (stage_user_part.sql): truncation's passes and
+        `store_by_user_part` split users by it."""
+        return self.query("stage_user_part", {}, {"nparts": nparts, "part": part})
+
     def store_by_user_part(self, query_of: Callable[[str, dict], Query], name: str) -> Query:
         """Store a per-user query (a window partitioned by user) in the truncation's user-hash passes, so
         each window fits memory as the truncation's do: `query_of(filter, values)` is the query over the
         users a ` WHERE` filter on `_dp_user` (with its bound values) selects — none when the input fits,
-        else stage_truncate_pass.sql's split, `hash(_dp_user) % nparts = part`, one pass per part."""
+        else `user_part`'s, one pass per part."""
         passes = self.truncation_passes()
         if passes == 1:
             return self.store(query_of("", {}), name)
-        part = " WHERE hash(_dp_user) % $nparts = $part"
-        stored = self.store(query_of(part, {"nparts": passes, "part": 0}), name)
+        first = self.user_part(passes, 0)
+        stored = self.store(query_of(f" {first.sql}", first.params), name)
         for i in range(1, passes):
-            q = query_of(part, {"nparts": passes, "part": i})
-            self.ctx.con.execute(f"INSERT INTO temp.main.{self.table_name(stored)} {q.sql}", q.params)
+            users = self.user_part(passes, i)
+            q = query_of(f" {users.sql}", users.params)
+            self.ctx.execute("stage_append", {"target": self.table_name(stored), "query": q.sql}, q.params)
         return stored
 
     # -- shared stages -------------------------------------------------------------------------
@@ -177,7 +184,10 @@ class DuckDBStages(Engine):
 
     def original_keys(self) -> None:
         """Back to the input's key columns after a mechanism ran on key ids (its output is decoded):
-        stages that read the input again (e.g. aggregate's) see its keys."""
+        stages that read the input again (e.g. aggregate's) see its keys. The ids' dictionary (every
+        distinct key) is dropped now, before those stages, not when the run closes."""
+        if self.ctx.key_ids is not None:
+            self.ctx.drop(self.ctx.key_ids)
         self.ctx.key_ids = None
         self.ctx.ids_joined = False
 
@@ -198,7 +208,8 @@ class DuckDBStages(Engine):
         aggregate's pairs, restricted to the released keys, are a fraction of the input). The count is not
         public, but it only sets how users are split into passes: each user's kept pairs are a function of
         their own pairs and the salt whatever the split, so the rows kept — and everything released — are
-        the same for every pass count; only time and memory follow it."""
+        the same for every pass count; only time and memory follow it. Pairs stored here are dropped as soon
+        as the kept rows are built (in passes, or in one query into a TEMP table when their count fits)."""
         params = {"max_contributions": max_contributions,
                   "trunc_salt": self.ctx.randomness.salt() if salt is None else salt}
         hashed = self.truncation_hashed()
@@ -215,18 +226,26 @@ class DuckDBStages(Engine):
                                  {"max_contributions": max_contributions})
                 window = self.query("stage_truncate_window", {"sized": "part", "hashed": hashed}, params)
                 for part in range(passes):
-                    self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "window": window.sql},
-                                     window.params | {"nparts": passes, "part": part})
-                if owned:
-                    self.ctx.drop(table)              # free its memory and spill before the next stage
-                return self.table(kept)
-        name = table or "sized"
-        window = self.query("stage_truncate_window", {"sized": name, "hashed": hashed}, params)
-        body = self.query("stage_truncate", {"sized": name, "window": window.sql}, window.params)
+                    users = self.user_part(passes, part)
+                    self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "users": users.sql,
+                                                             "window": window.sql}, merge(window.params, users.params))
+            elif owned:     # they fit one query: run it now, so the stored pairs can go
+                kept = self._store_as(self._truncate_one(table, hashed, params), "kept")
+            else:
+                return self._truncate_one(table, hashed, params)
+            if owned:
+                self.ctx.drop(table)              # free its memory and spill before the next stage
+            return self.table(kept)
         if table is not None:
-            return body
+            return self._truncate_one(table, hashed, params)
+        body = self._truncate_one("sized", hashed, params)
         return self.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
                           merge(sized.params, body.params))
+
+    def _truncate_one(self, sized: str, hashed: str, params: dict) -> Query:
+        """`truncate` as one query over the table (or CTE) named `sized` [stage_truncate.sql]."""
+        window = self.query("stage_truncate_window", {"sized": sized, "hashed": hashed}, params)
+        return self.query("stage_truncate", {"sized": sized, "window": window.sql}, window.params)
 
     def contribution_histogram(self, pairs: Query, edges: list[int]) -> list[tuple[int, int]]:
         return self.ctx.fetch("stage_contribution_histogram", {"pairs": pairs.sql},

@@ -1,0 +1,17 @@
+-- rendering 1 of 6; binds $nparts=2, $part=0
+WHERE hash(_dp_user) % $nparts = $part
+
+-- rendering 2 of 6; binds $nparts=2, $part=1
+WHERE hash(_dp_user) % $nparts = $part
+
+-- rendering 3 of 6; binds $nparts=2, $part=0
+WHERE hash(_dp_user) % $nparts = $part
+
+-- rendering 4 of 6; binds $nparts=2, $part=1
+WHERE hash(_dp_user) % $nparts = $part
+
+-- rendering 5 of 6; binds $nparts=2, $part=0
+WHERE hash(_dp_user) % $nparts = $part
+
+-- rendering 6 of 6; binds $nparts=2, $part=1
+WHERE hash(_dp_user) % $nparts = $part
