@@ -8,6 +8,8 @@ between the two designs of the metrics' pairs (issue #20 "Engines and scale"), o
       (what decides, without a salt, the pairs whose one value *is* the sample; the rest would need the input
       again) — stored once; the selection's sized pairs and the metrics' sized pairs (restricted to the released
       keys) are read from that table, not from the input.
+  one scan, sampled: the same, carrying the row sample itself (min_by under a salt), as it could only with the
+      row sample's salt drawn before the selection — which changes seeded releases (no pair needs the input again).
 
 Everything downstream (truncation windows, per-key measures, noise) reads the same stored pairs in both designs,
 so these statements are the whole difference. The released keys are those of a seeded select(weighted_gaussian).
@@ -36,10 +38,10 @@ ROWS = 'SELECT user_id AS _dp_user, item AS _dp_k0, "value" AS _dp_v0 FROM big'
 SIZED = ("CREATE OR REPLACE TEMP TABLE {name} AS WITH pairs AS ({pairs}), sizes AS (SELECT _dp_user, count(*) AS "
          "_dp_size FROM pairs GROUP BY _dp_user) SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes "
          "USING (_dp_user)")
-SAMPLE = ("SELECT _dp_user, _dp_k0, min_by(_dp_v0, CAST(CAST(hash(xor(hash(_dp_user, _dp_k0, _dp_v0), "
-          "7029355907734237289)) AS HUGEINT) - 9223372036854775808 AS BIGINT)) FILTER (WHERE _dp_v0 IS NOT NULL) "
-          f"AS _dp_x0 FROM ({ROWS}) AS r SEMI JOIN released AS k ON r._dp_k0 IS NOT DISTINCT FROM k._dp_k0 "
-          "GROUP BY _dp_user, _dp_k0")
+SAMPLE_EXPR = ("min_by(_dp_v0, CAST(CAST(hash(xor(hash(_dp_user, _dp_k0, _dp_v0), 7029355907734237289)) AS HUGEINT) "
+               "- 9223372036854775808 AS BIGINT)) FILTER (WHERE _dp_v0 IS NOT NULL)")
+SAMPLE = (f"SELECT _dp_user, _dp_k0, {SAMPLE_EXPR} AS _dp_x0 FROM ({ROWS}) AS r SEMI JOIN released AS k "
+          "ON r._dp_k0 IS NOT DISTINCT FROM k._dp_k0 GROUP BY _dp_user, _dp_k0")
 DESIGNS = {
     "two scans": [SIZED.format(name="sel", pairs="SELECT DISTINCT user_id AS _dp_user, item AS _dp_k0 FROM big"),
                   SIZED.format(name="met", pairs=SAMPLE)],
@@ -48,6 +50,11 @@ DESIGNS = {
                  SIZED.format(name="sel", pairs="SELECT _dp_user, _dp_k0 FROM carried"),
                  SIZED.format(name="met", pairs="SELECT p.* FROM carried AS p SEMI JOIN released AS k "
                                                 "ON p._dp_k0 IS NOT DISTINCT FROM k._dp_k0")],
+    "one scan, sampled": [f"CREATE OR REPLACE TEMP TABLE carried AS SELECT _dp_user, _dp_k0, {SAMPLE_EXPR} AS _dp_x0 "
+                          f"FROM ({ROWS}) GROUP BY _dp_user, _dp_k0",
+                          SIZED.format(name="sel", pairs="SELECT _dp_user, _dp_k0 FROM carried"),
+                          SIZED.format(name="met", pairs="SELECT p.* FROM carried AS p SEMI JOIN released AS k "
+                                                         "ON p._dp_k0 IS NOT DISTINCT FROM k._dp_k0")],
 }
 
 
