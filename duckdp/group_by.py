@@ -22,7 +22,7 @@ from . import mechanisms
 from .discrete import discrete_gaussian_array
 from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
-from .mechanisms.aggregate import own_stages, pre_thresholded_selection
+from .mechanisms.aggregate import collision_ranks, own_stages, pre_thresholded_selection
 from .mechanisms.base import Params, Round, RoundPlan
 from .privacy import auto_contributions
 from .privacy.accountant import Accountant, plan_hook
@@ -140,22 +140,12 @@ def _check_source(source: Any, con: Any, plan: AggregatePlan, own: ModuleType) -
         raise InvalidParameter(f"a confidence column would have the name of a key column: {clash}")
 
 
-def _ranks(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """Collision rank of each key among keys with the same counter, in the (sorted) key order (counters.py)."""
-    n = hi.size
-    order = np.lexsort((np.arange(n), lo, hi))
-    same = np.zeros(n, dtype=bool)
-    same[1:] = (hi[order][1:] == hi[order][:-1]) & (lo[order][1:] == lo[order][:-1])
-    starts = np.maximum.accumulate(np.where(same, 0, np.arange(n)))
-    ranks = np.empty(n, dtype=np.int64)
-    ranks[order] = np.arange(n) - starts
-    return ranks
-
-
-def _noise(randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray, sigma: float) -> np.ndarray:
+def _noise(randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray, sigma: float,
+           ranks: np.ndarray | None = None) -> np.ndarray:
     """Exact N_Z(0, σ²) per key from K[b"aggm", tag, rank] keyed by its counter (CKS20 Alg. 3; spec §2.6):
-    a function of (K, tag, counter, rank) only, independent of other keys and of row order."""
-    ranks = _ranks(hi, lo)
+    a function of (K, tag, counter, rank) only, independent of other keys and of row order. `ranks`: the keys'
+    collision ranks where the caller has them (a stream of keys: `_threshold`), else `collision_ranks` of these keys."""
+    ranks = collision_ranks(hi, lo) if ranks is None else ranks
     out = np.zeros(hi.size, dtype=np.int64)
     for r in np.unique(ranks):
         rows = np.flatnonzero(ranks == r)
@@ -163,10 +153,33 @@ def _noise(randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray, sig
     return out
 
 
-def _counters(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+def _counters(table: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
     hi = table.column("_dp_chi").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
     lo = table.column("_dp_clo").to_numpy(zero_copy_only=False).astype(np.uint64)
     return hi, lo
+
+
+def _threshold(candidates: pa.RecordBatchReader, plan: AggregatePlan,
+               randomness: Randomness) -> tuple[pa.Table, np.ndarray]:
+    """keys="threshold" (spec §4.2): the candidate keys (`user_counts`' key-sorted batches, each key's counter,
+    c and collision rank) whose c plus exact N_Z(0, σ²) reaches the threshold, with their measures, and that
+    noisy c (the users metric). One batch at a time: each key's draw is a function of (K, tag, counter, rank)
+    only, so batching draws the same noise as one array of every candidate."""
+    t = plan.threshold
+    if t is None:
+        raise InternalError("invariant failed: a threshold plan has a threshold")
+    kept: list[pa.RecordBatch] = []
+    users: list[np.ndarray] = []
+    for batch in candidates:
+        hi, lo = _counters(batch)
+        c = batch.column("_dp_c").to_numpy(zero_copy_only=False).astype(np.int64)
+        ranks = batch.column("_dp_rank").to_numpy(zero_copy_only=False).astype(np.int64)
+        noisy_c = c + _noise(randomness, THRESHOLD_TAG, hi, lo, t.sigma, ranks)      # spec §4.2
+        keep = noisy_c >= t.threshold
+        kept.append(batch.filter(pa.array(keep)))  # spec §4.2: the released keys' measures, same kept pairs
+        users.append(noisy_c[keep])                 # aligned with the kept rows
+    return (pa.Table.from_batches(kept, schema=candidates.schema),
+            np.concatenate(users) if users else np.zeros(0, dtype=np.int64))
 
 
 def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "user_id", metrics: dict,
@@ -254,16 +267,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
         names = [f"_dp_k{i}" for i in range(len(source.key_names))]
         users_noisy = None
         if mode == "threshold":      # one truncation: the threshold's users and the measures of the same kept pairs
-            counts = own.user_counts(stages, plan)
-            t = plan.threshold
-            if t is None:
-                raise InternalError("invariant failed: a threshold plan has a threshold")
-            hi, lo = _counters(counts)
-            c = counts.column("_dp_c").to_numpy(zero_copy_only=False).astype(np.int64)
-            noisy_c = c + _noise(randomness, THRESHOLD_TAG, hi, lo, t.sigma)      # spec §4.2
-            keep = noisy_c >= t.threshold
-            true = counts.filter(pa.array(keep))        # spec §4.2: the released keys' measures, same kept pairs
-            users_noisy = noisy_c[keep]                 # aligned with `true` (its rows)
+            true, users_noisy = _threshold(own.user_counts(stages, plan), plan, randomness)
         elif mode == "select":
             if mech is None or rounds_plan is None or params is None:
                 raise InternalError("invariant failed: a selection needs its mechanism")

@@ -16,9 +16,10 @@ import pytest
 import duckdp
 from duckdp import cli
 from duckdp.errors import BudgetExceeded, InvalidParameter, SchemaError
+from duckdp.group_by import _counters
 from duckdp.lifecycle import open_run
+from duckdp.mechanisms.aggregate import collision_ranks, pre_thresholded_selection
 from duckdp.mechanisms.aggregate import duckdb as stages_sql
-from duckdp.mechanisms.aggregate import pre_thresholded_selection
 from duckdp.mechanisms.base import Params
 from duckdp.privacy.aggregate import THRESHOLD_TAG, Metric, finish, finish_mean, plan_aggregate
 from duckdp.privacy.budget import ZCDP, EpsDelta
@@ -133,7 +134,8 @@ def test_threshold_mode_measures_read_the_pairs_the_threshold_counted(con):
     """Δ0 = 2 binds for most users: with the noise set to 0 the released rows per key (m = 2, one row per pair:
     its own measure) equal the threshold's users on every key — one truncation. Truncating again for the
     measures (the old stage 2 with a fresh salt) keeps other pairs, and the counts differ."""
-    zero = mock.patch("duckdp.group_by._noise", lambda r, tag, hi, lo, sigma: np.zeros(hi.size, dtype=np.int64))
+    zero = mock.patch("duckdp.group_by._noise",
+                      lambda r, tag, hi, lo, sigma, ranks=None: np.zeros(hi.size, dtype=np.int64))
     with zero:
         agg = run(con, ratings(n_users=3000, seed=2), keys="threshold", metrics={"u": "users", "n": "count"},
                   max_rows_per_key=2, max_contributions=2)
@@ -142,10 +144,35 @@ def test_threshold_mode_measures_read_the_pairs_the_threshold_counted(con):
     assert out.column("u").to_pylist() == out.column("n").to_pylist()
 
 
+@pytest.mark.parametrize("collide", [False, True])
+def test_threshold_mode_streams_its_candidates_in_batches_releasing_the_same(con, collide):
+    """keys="threshold" reads its candidate keys in batches of BATCH_ROWS (the driver holds one batch, not every
+    candidate's measures): batches of 7 keys release exactly what one batch does, seeded — also where keys share
+    a counter (forced: 3 counters for 300 keys), whose collision ranks (SQL) equal `collision_ranks` of all the
+    candidates and run on across batches."""
+    t = ratings(n_users=3000, n_keys=300, seed=6)
+    kw = {"keys": "threshold", "rho": 2.0, "max_contributions": 8}
+    shared = ("0::BIGINT", "(hash(_dp_k0) % 3)::UBIGINT", False)
+    counters = (lambda ctx: shared) if collide else stages_sql._counter_idents
+    with mock.patch.object(stages_sql, "_counter_idents", counters):
+        whole = run(con, t, **kw).to_arrow()
+        plan = plan_aggregate(ZCDP(2.0, 1e-6), METRICS, max_contributions=8, keys="threshold")
+        with mock.patch.object(stages_sql, "BATCH_ROWS", 7):
+            batched = run(con, t, **kw).to_arrow()
+            with open_run(con, t, "user_id", "item", Randomness(1), truncation="global") as st:
+                batches = list(stages_sql.user_counts(st, plan))
+    assert whole.equals(batched) and len(whole) > 20
+    assert max(b.num_rows for b in batches) == 7 and sum(b.num_rows for b in batches) > 250
+    table = pa.Table.from_batches(batches)
+    assert table.column("_dp_k0").to_pylist() == sorted(table.column("_dp_k0").to_pylist())
+    ranks = table.column("_dp_rank").to_numpy()
+    assert ranks.tolist() == collision_ranks(*_counters(table)).tolist() and (ranks.max() > 50) == collide
+
+
 def threshold_measures(con, table: pa.Table, plan, seed: int = 0) -> dict:
     """keys="threshold"'s per-key [c, measures…] of `table` under `seed`'s salts."""
     with open_run(con, table, "user_id", "item", Randomness(seed), truncation="global") as st:
-        t = stages_sql.user_counts(st, plan)
+        t = stages_sql.user_counts(st, plan).read_all()
     cols = ["_dp_c"] + [f"_dp_m{i}" for i, m in enumerate(plan.measures) if m.tag != THRESHOLD_TAG]
     return {k: np.array([t.column(c)[i].as_py() for c in cols]) for i, k in enumerate(t.column("_dp_k0").to_pylist())}
 

@@ -276,7 +276,7 @@ def test_user_counts_and_truncation_equal_duckdb(spark, pre_threshold):
     thr = plan_aggregate(ZCDP(0.5, 1e-6), STAGE_METRICS, max_contributions=10, max_rows_per_key=2, keys="threshold",
                          pre_threshold=pre_threshold)
     with engines(spark, table) as (duck, sp):
-        cd, cs = D.user_counts(duck, thr), S.user_counts(sp, thr)
+        cd, cs = D.user_counts(duck, thr).read_all(), S.user_counts(sp, thr).read_all()
         plan = plan_aggregate(ZCDP(0.5, 1e-6), {"n": "count"}, max_contributions=1, keys="public")
         keys = keyset_table(duck, False)
         kept = spark_rows(S.bound_keys(sp, plan, S.restrict(sp, plan, S.keyset(sp, keys))))
@@ -284,7 +284,8 @@ def test_user_counts_and_truncation_equal_duckdb(spark, pre_threshold):
     assert cs.column("_dp_k0").to_pylist() == cd.column("_dp_k0").to_pylist()
     assert cs.column("_dp_c").to_pylist() == cd.column("_dp_c").to_pylist()
     assert [c.tolist() for c in _counters(cs)] == [c.tolist() for c in _counters(cd)]
-    assert cs.column_names == cd.column_names and len(cd.column_names) == 4 + len(thr.measures) - 1
+    assert cs.column_names == cd.column_names and len(cd.column_names) == 5 + len(thr.measures) - 1
+    assert cs.column("_dp_rank").to_pylist() == cd.column("_dp_rank").to_pylist()
     assert all(cs.column(n).to_pylist() == cd.column(n).to_pylist() for n in cd.column_names if n.startswith("_dp_m"))
     own = {(u, k) for u, k, _ in ROWS}
     assert sorted(u for u, *_ in one) == sorted({u for u, *_ in ROWS}) and all((u, k) in own for u, k, _ in one)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from ...errors import InternalError, InvalidParameter
@@ -53,6 +54,18 @@ def pre_thresholded_selection(engine: Engine, own: ModuleType, mech: Mechanism, 
     shifted = own.pre_thresholded_weights(engine, max_contributions, pre_threshold)
     table = engine.output(engine.release(shifted, round_plan))
     return table, [Round.from_plan(0, round_plan, engine.num_rows(table))]
+
+
+def collision_ranks(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """Collision rank of each key among keys with the same counter, in the (sorted) key order (counters.py)."""
+    n = hi.size
+    order = np.lexsort((np.arange(n), lo, hi))
+    same = np.zeros(n, dtype=bool)
+    same[1:] = (hi[order][1:] == hi[order][:-1]) & (lo[order][1:] == lo[order][:-1])
+    starts = np.maximum.accumulate(np.where(same, 0, np.arange(n)))
+    ranks = np.empty(n, dtype=np.int64)
+    ranks[order] = np.arange(n) - starts
+    return ranks
 
 
 def not_a_key_set(keys: Any, exc: BaseException) -> InvalidParameter:

@@ -6,6 +6,7 @@ counters come from the run (duckdp/run.py). The Spark twin (./spark.py) runs the
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import duckdb
@@ -22,6 +23,8 @@ from ...templates import quote_ident
 from ..basic import basic_weights
 from . import DUCKDB, measure_idents, not_a_key_set, value_columns
 
+# candidate keys per batch of keys="threshold"'s stream (`user_counts`): ~20 MB of Arrow with four measures
+BATCH_ROWS = 1 << 18
 _NUMERIC = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "usmallint", "uinteger", "ubigint",
             "uhugeint", "float", "double", "decimal"}
 
@@ -113,20 +116,49 @@ def measures(engine: DuckDBStages, plan: AggregatePlan, kept: Query, keys: Query
     return _positions(out, positional)
 
 
-def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.Table:
+def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchReader:
     """keys="threshold" (spec §4.2): every row bound once (stages 2–4 over all keys: `bound_keys` of every row,
     one Δ0 truncation), then per key with c = distinct users − (pre_threshold − 1) ≥ 1: its counter, `_dp_c` (stage
-    7's input) and the plan's budgeted measures `_dp_m<i>` of the same kept pairs, sorted by key
-    [agg_user_counts.sql]. The caller keeps the keys that pass the threshold: their measures are stage 5's."""
+    7's input), the plan's budgeted measures `_dp_m<i>` of the same kept pairs [agg_user_counts.sql] and the
+    counter's collision rank `_dp_rank` among these keys — streamed in key order, `BATCH_ROWS` keys at a time, so
+    the driver holds one batch of candidates (not all of them) while the caller keeps the keys that pass the
+    threshold: their measures are stage 5's. Ranks are computed in SQL only for digest counters, the ones two
+    keys can share (the candidates are stored once to rank them [agg_ranked.sql]); positional counters run on
+    across batches, as `_positions` numbers a whole table."""
     ctx = engine.ctx
     kept = bound_keys(engine, plan, restrict(engine, plan, None))
     hi, lo, positional = _counter_idents(ctx)
+    ranked = counter_sql(ctx.source.key_types)[2] and not positional
     idents = measure_idents(plan, ctx.key_aliases, DUCKDB)
-    counts = ctx.arrow("agg_user_counts", {"kept": kept.sql, "keys": ctx.key_aliases, "counter_hi": hi,
-                                           "counter_lo": lo, "measures": idents["measures"],
-                                           "coalesced": idents["coalesced"]},
-                       merge(kept.params, {"shift": plan.pre_threshold - 1}))
-    return _positions(counts, positional)
+    counts = engine.query("agg_user_counts", {"kept": kept.sql, "keys": ctx.key_aliases, "counter_hi": hi,
+                                              "counter_lo": lo, "measures": idents["measures"],
+                                              "coalesced": idents["coalesced"]},
+                          merge(kept.params, {"shift": plan.pre_threshold - 1}))
+    if ranked:
+        table = engine.table_name(engine.store(counts, "candidates"))
+        return _candidates(ctx.reader("agg_ranked", {"table": table, "keys": ctx.key_aliases}, {}, BATCH_ROWS),
+                           ranked, positional)
+    return _candidates(ctx.con.sql(counts.sql, params=counts.params).to_arrow_reader(BATCH_ROWS), ranked, positional)
+
+
+def _candidates(reader: pa.RecordBatchReader, ranked: bool, positional: bool) -> pa.RecordBatchReader:
+    """`user_counts`' stream: rank 0 where the SQL did not rank (no two keys share a counter), positional
+    counters numbered across the whole stream."""
+    schema = reader.schema if ranked else reader.schema.append(pa.field("_dp_rank", pa.int64()))
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        offset = 0
+        with reader:
+            for batch in reader:
+                if not ranked:
+                    batch = batch.append_column("_dp_rank", pa.array(np.zeros(batch.num_rows, dtype=np.int64)))
+                if positional:
+                    i = batch.schema.get_field_index("_dp_clo")
+                    batch = batch.set_column(i, schema.field(i), pa.array(
+                        np.arange(offset, offset + batch.num_rows, dtype=np.uint64)).cast(schema.field(i).type))
+                offset += batch.num_rows
+                yield batch
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def pre_thresholded_weights(engine: DuckDBStages, max_contributions: int, pre_threshold: int) -> Query:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from ...privacy.aggregate import AggregatePlan
@@ -19,7 +20,7 @@ from ...spark.noise import counter_sql
 from ...spark.source import SparkSource, spark_ref
 from ...spark.stages import SparkStages
 from ..basic import basic_weights
-from . import SPARK, measure_idents, not_a_key_set, value_columns
+from . import SPARK, collision_ranks, measure_idents, not_a_key_set, value_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,17 +98,21 @@ def measures(engine: SparkStages, plan: AggregatePlan, kept: DataFrame, keys: Da
     return out.toArrow()
 
 
-def user_counts(engine: SparkStages, plan: AggregatePlan) -> pa.Table:
+def user_counts(engine: SparkStages, plan: AggregatePlan) -> pa.RecordBatchReader:
     """keys="threshold" [agg_user_counts.sql]: every row bound once (one Δ0 truncation over all keys), then per key
-    with c = distinct users − (pre_threshold − 1) ≥ 1 its counter, `_dp_c` and the budgeted measures of the same
-    kept pairs, sorted by key (as ./duckdb.py's `user_counts`)."""
+    with c = distinct users − (pre_threshold − 1) ≥ 1 its counter, `_dp_c`, the budgeted measures of the same
+    kept pairs and the counter's collision rank `_dp_rank`, sorted by key (as ./duckdb.py's `user_counts`). Spark
+    collects the candidates to the driver (ranked there) and streams that table; ./duckdb.py streams from SQL."""
     kept = bound_keys(engine, plan, restrict(engine, plan, None))
     hi, lo, _ = counter_sql(kept.schema, engine.keys)
     idents = measure_idents(plan, ", ".join(engine.keys), SPARK)
     out = engine.template("agg_user_counts", {"kept": kept}, {"shift": plan.pre_threshold - 1}, subqueries=("kept",),
                           fragments={"counter_hi": hi, "counter_lo": lo, "measures": idents["measures"],
-                                     "coalesced": idents["coalesced"]})
-    return out.toArrow()
+                                     "coalesced": idents["coalesced"]}).toArrow()
+    ranks = collision_ranks(out.column("_dp_chi").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64),
+                            out.column("_dp_clo").to_numpy(zero_copy_only=False).astype(np.uint64))
+    out = out.append_column("_dp_rank", pa.array(ranks))
+    return pa.RecordBatchReader.from_batches(out.schema, out.to_batches())
 
 
 def pre_thresholded_weights(engine: SparkStages, max_contributions: int, pre_threshold: int) -> DataFrame:
