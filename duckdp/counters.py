@@ -31,7 +31,7 @@ hashed value (floats, nested types, …: `hashable`), the id is the dictionary r
 way the id is injective over the keys of the run, so over the keys of every round, and every round
 runs on it: joins and GROUP BYs on an injective relabelling compute the same sets and sums, and the
 id is the key's PRF counter (0, id), injective as the argument above needs. Its assignment depends
-on the data (which keys collide; rowids on the scan order); that is allowed by the argument above,
+on the data (which keys collide; rowids number the keys in key order); that is allowed by the argument above,
 since the PRF key is secret, fresh for the run and drawn independently of the data. Whether a run
 uses ids depends only on the call (unseeded, key types, mechanism), and hash or rowid ids give the
 same truncation (below) and the same weights up to the relabelling, so the choice between them,
@@ -46,11 +46,12 @@ Private GROUP BY (duckdp/mechanisms/aggregate/duckdb.py) lists its keys sorted b
 on non-integer keys count each key by its position in that list (injective over its keys, the same
 argument), seeded ones keep the digest.
 
-Truncation order keeps `hash(xor(hash(user, keys), $salt))`: there a tie or collision only
-changes *which* Δ0 keys a user keeps, and any fixed function of the user's own data and a secret
-independent of the data is an allowed per-user truncation (sensitivity arguments hold for every
-choice of kept set); collisions between users or keys cannot couple noise, which never comes
-from these hashes. On key ids the order hashes (user, hash of the key columns) instead of (user, key
+Truncation order keeps `hash(xor(hash(user, keys), $salt))`, ties broken by the key itself where
+the hash can collide (DuckDBStages.truncation_order): any fixed function of the user's own data and
+a secret independent of the data is an allowed per-user truncation (sensitivity arguments hold for
+every choice of kept set), but a tie left to the engine would follow the order rows arrive in, a
+function of other users' data; collisions between users or keys cannot couple noise, which never
+comes from these hashes. On key ids the order hashes (user, hash of the key columns) instead of (user, key
 columns): again a fixed function of the pair and the salt, the same whichever id the dictionary
 gave (DuckDBStages.truncate), so never a function of other users' data.
 """
@@ -109,6 +110,14 @@ def hashable(key_types: list[str]) -> bool:
     """Whether equal keys of these types always have equal hashes and unequal ones unequal values
     (no -0.0/0.0 or NaN forms, collations or nested values): then hash ids need no join."""
     return all(t.upper() in _HASHABLE for t in key_types)
+
+
+def hash_injective(key_types: list[str]) -> bool:
+    """Whether DuckDB's hash is injective on keys of these types: one integer column of at most 64 bits (its
+    hash is a bijection of the value's bits). Strings, composites and 128-bit integers can collide
+    (hash(2⁶⁴ + 2::HUGEINT) = hash(2⁶⁵ + 1::HUGEINT))."""
+    return len(key_types) == 1 and key_types[0].upper() in INTEGER_COUNTERS \
+        and key_types[0].upper() not in ("HUGEINT", "UHUGEINT")
 
 
 def collisions_possible(key_types: list[str]) -> bool:

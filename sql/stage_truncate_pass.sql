@@ -3,6 +3,7 @@
 -- ({window}: stage_truncate_window.sql over `part`). One window per pass keeps each pass within
 -- DuckDB's memory limit (its window operator does not spill).
 -- idents: kept, sized, users, window
+-- params:
 INSERT INTO {kept}
 WITH part AS (       -- this pass's users (DuckDB inlines a CTE read once: a filtered scan)
   SELECT * FROM {sized} {users}

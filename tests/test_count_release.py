@@ -253,3 +253,21 @@ def test_nulls_and_colliding_names_are_refused(con):
     with pytest.raises(duckdp.InvalidParameter):
         duckdp.count_release("not a connection", "s", rho=1.0, delta=1e-6)
     assert leftovers(con) == []
+
+
+def test_top_counts_ties_follow_the_key_not_the_row_order(con):
+    """Count release's k̄ + 1 largest counts: two keys with equal counts and equal DuckDB hashes (2⁶⁴ + 2 and
+    2·2⁶⁴ + 1 as HUGEINT) straddle the cut; which one is read must not follow the order rows arrive in.
+    Failed before the key broke ties after the keyed hash (each table kept the key it listed first)."""
+    from duckdp.lifecycle import open_run
+    from duckdp.mechanisms.count_release.duckdb import top_counts
+
+    con.execute("SET threads = 1")
+    a, b = f"{2**64 + 2}::HUGEINT", f"{2 * 2**64 + 1}::HUGEINT"
+    read = []
+    for first, second in ((a, b), (b, a)):
+        con.execute(f"CREATE OR REPLACE TABLE tied AS SELECT range AS user_id, {first} AS item FROM range(5) "
+                    f"UNION ALL SELECT range AS user_id, {second} AS item FROM range(5)")
+        with open_run(con, "tied", "user_id", "item", Randomness(1)) as stages:
+            read.append(top_counts(stages, 1).column(0).to_pylist())
+    assert read[0] == read[1] == [2**64 + 2]

@@ -298,3 +298,41 @@ def test_truncation_is_a_per_user_top_n_not_a_window_sort(data, monkeypatch, pas
     plans.clear()
     keys(data, "t", "mad2r")
     assert plans and all("─ Window" in p for p in plans)
+
+
+
+# Two keys whose DuckDB hashes are equal: the hash of a 128-bit integer combines its halves' hashes, so
+# 2⁶⁴ + 2 and 2·2⁶⁴ + 1 collide, and so do ('x', 2⁶⁴ + 2) and ('x', 2·2⁶⁴ + 1).
+TIED = (f"{2**64 + 2}::HUGEINT", f"{2 * 2**64 + 1}::HUGEINT")
+
+
+@pytest.mark.parametrize("truncation", ["per_user", "global"])
+@pytest.mark.parametrize("kind", ["hugeint", "composite"])
+@pytest.mark.parametrize("seeded", [True, False])
+def test_truncation_ties_follow_the_key_not_the_row_order(con, kind, seeded, truncation):
+    """DESIGN §3: a user's kept keys are a function of their own pairs and the salt. Each user holds exactly
+    two keys whose keyed hashes tie (equal DuckDB hashes), Δ0 = 1: the key kept must not depend on the order
+    rows arrive in (which follows other users' data and the threads). Seeded runs truncate on the key columns,
+    unseeded composite keys on rowid ids (their hash ids collide). Failed before ties were broken on the key:
+    each table kept the key its rows listed first."""
+    con.execute("SET threads = 1")
+    a, b = TIED
+    assert con.sql(f"SELECT hash({a}) = hash({b}), hash('x', {a}) = hash('x', {b})").fetchall() == [(True, True)]
+    item_col = ["tag", "item"] if kind == "composite" else "item"
+    kept = []
+    for first, second in ((a, b), (b, a)):
+        con.execute(f"CREATE OR REPLACE TABLE tied AS SELECT user_id, 'x' AS tag, item FROM ("
+                    f"SELECT range AS user_id, {first} AS item FROM range(200) UNION ALL "
+                    f"SELECT range AS user_id, {second} AS item FROM range(200))")
+        with open_run(con, "tied", "user_id", item_col, Randomness(3) if seeded else Randomness(),
+                      truncation=truncation) as stages:
+            pairs = stages.round_pairs()
+            on_ids = kind == "composite" and not seeded
+            assert (stages.ctx.key_ids is not None, stages.ctx.ids_joined) == (on_ids, on_ids)   # not vacuous
+            t = stages.truncate(stages.sized(pairs), 1, salt=5)
+            key = "_dp_k1" if kind == "composite" else "_dp_k0"
+            sql = (f"SELECT d.{key}::VARCHAR FROM ({t.sql}) AS t JOIN temp.main.{stages.ctx.key_ids} AS d "
+                   f"ON t._dp_k0 = d._dp_id" if on_ids else f"SELECT {key}::VARCHAR FROM ({t.sql})")
+            kept.append(sorted(con.execute(sql, t.params).fetchall()))
+    assert len(kept[0]) == 200 and kept[0] == kept[1]
+    assert set(kept[0]) == {(str(2**64 + 2),)}          # the smaller key: ties follow key order

@@ -46,10 +46,9 @@ def test_every_template_is_used_and_every_reference_exists():
 
 
 def test_truncation_window_is_written_once():
-    """The truncation order (each user's Δ0 pairs of smallest keyed hash) lives in one template;
-    every truncation (one query, user-hash passes) fills it in, {hashed} = (user, key) or the key under
-    truncation="global". sql/macros.sql (the shell file) aside."""
+    """The truncation order (each user's Δ0 pairs first in the keyed hash, ties on the key) lives in one
+    window template (its keyed hash: stage_truncation_order.sql). sql/macros.sql (the shell file) aside."""
     window = re.compile(r"row_number\(\)\s+OVER\s*\(\s*PARTITION\s+BY\s+_dp_user\s+ORDER\s+BY\s+"
-                        r"hash\(xor\(hash\((_dp_user,|\{hashed\})", re.IGNORECASE)
+                        r"(hash\(xor\(hash\(|row\(\{order\})", re.IGNORECASE)
     found = {name: len(window.findall(load(name).text)) for name in TEMPLATES}
     assert {name: n for name, n in found.items() if n} == {"stage_truncate_window": 1}

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import duckdb
 import pyarrow as pa
 
-from ..counters import collisions_possible, hashable, key_id_sql
+from ..counters import collisions_possible, hash_injective, hashable, key_id_sql
 from ..errors import InternalError
 from ..noise_stage import release_keys, scan_noisy
 from ..run import RunContext
@@ -168,8 +168,8 @@ class DuckDBStages(Engine):
             ctx.execute("stage_key_ids", {"target": target, "source": source.sql, "key_select": ctx.key_select,
                                           "key_id": key_id_sql(keys)}, {})
             ctx.ids_joined = not hashable(source.key_types) or ids_collide(ctx, target)
-            if ctx.ids_joined:        # ids must be injective: the dictionary's row ids are
-                ctx.con.execute(f"UPDATE temp.main.{target} SET _dp_id = rowid")
+            if ctx.ids_joined:        # ids must be injective: the keys' positions in key order (ties: truncation_order)
+                ctx.execute("stage_key_ids_numbered", {"target": target, "keys": ", ".join(keys)}, {})
             ctx.key_ids = target
         n = len(source.keys)
         key_hash = key_id_sql([f"s._dp_k{i}" for i in range(n)])
@@ -201,6 +201,24 @@ class DuckDBStages(Engine):
         keys = self.ctx.pair_keys
         return keys if self.truncation == "global" else f"_dp_user, {keys}"
 
+    def truncation_order(self, salt: int) -> Query:
+        """The keyed hash `truncate` ranks each user's pairs by under `salt` (stage_truncation_order.sql), for the
+        truncation and every stage that must order pairs as it will; ties on it go by `truncation_ties()`."""
+        return self.query("stage_truncation_order", {"hashed": self.truncation_hashed()}, {"trunc_salt": salt})
+
+    def truncation_ties(self) -> str:
+        """`, <columns>` that break ties of the truncation's keyed hash, "" where none can occur. A tie left to
+        row_number() would go by the order rows arrive in, which follows other users' data and the threads
+        (DESIGN §3: a user's kept keys are a function of their own pairs and the salt). DuckDB's hash of one
+        ≤ 64-bit integer is a bijection and hash(user, k) is injective in hash(k), so integer keys and hash ids
+        (distinct by construction) cannot tie (counters.hash_injective); strings, composites and 128-bit
+        integers can, so the key breaks the tie, and so can rowid ids, which carry the colliding `_dp_h`
+        and are numbered in key order (round_pairs, stage_key_ids_numbered.sql)."""
+        ctx = self.ctx
+        if ctx.key_ids is not None:
+            return ", _dp_k0" if ctx.ids_joined else ""
+        return "" if hash_injective(ctx.source.key_types) else f", {ctx.key_aliases}"
+
     def truncate(self, sized: Query, max_contributions: int, salt: int | None = None) -> Query:
         """One query when the pairs fit; else the same rows built in user-hash passes into a TEMP table.
         The order hashes (user, key), or the key alone under truncation="global" (stage_truncate_window.sql).
@@ -210,9 +228,8 @@ class DuckDBStages(Engine):
         their own pairs and the salt whatever the split, so the rows kept — and everything released — are
         the same for every pass count; only time and memory follow it. Pairs stored here are dropped as soon
         as the kept rows are built (in passes, or in one query into a TEMP table when their count fits)."""
-        params = {"max_contributions": max_contributions,
-                  "trunc_salt": self.ctx.randomness.salt() if salt is None else salt}
-        hashed = self.truncation_hashed()
+        params = {"max_contributions": max_contributions}
+        order = self.truncation_order(self.ctx.randomness.salt() if salt is None else salt)
         passes = self.truncation_passes()
         table = self._tables.get(sized.sql)           # a stored frame, read in place
         if passes > 1:      # the input's rows ask for passes: store the pairs once (it spills), size by their count
@@ -224,27 +241,31 @@ class DuckDBStages(Engine):
                 kept = self.ctx.temp_table("kept")
                 self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": table},
                                  {"max_contributions": max_contributions})
-                window = self.query("stage_truncate_window", {"sized": "part", "hashed": hashed}, params)
+                window = self._window("part", order, params)
                 for part in range(passes):
                     users = self.user_part(passes, part)
                     self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "users": users.sql,
                                                              "window": window.sql}, merge(window.params, users.params))
             elif owned:     # they fit one query: run it now, so the stored pairs can go
-                kept = self._store_as(self._truncate_one(table, hashed, params), "kept")
+                kept = self._store_as(self._truncate_one(table, order, params), "kept")
             else:
-                return self._truncate_one(table, hashed, params)
+                return self._truncate_one(table, order, params)
             if owned:
                 self.ctx.drop(table)              # free its memory and spill before the next stage
             return self.table(kept)
         if table is not None:
-            return self._truncate_one(table, hashed, params)
-        body = self._truncate_one("sized", hashed, params)
+            return self._truncate_one(table, order, params)
+        body = self._truncate_one("sized", order, params)
         return self.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
                           merge(sized.params, body.params))
 
-    def _truncate_one(self, sized: str, hashed: str, params: dict) -> Query:
+    def _window(self, sized: str, order: Query, params: dict) -> Query:
+        return self.query("stage_truncate_window", {"sized": sized, "order": order.sql, "ties": self.truncation_ties()},
+                          merge(params, order.params))
+
+    def _truncate_one(self, sized: str, order: Query, params: dict) -> Query:
         """`truncate` as one query over the table (or CTE) named `sized` [stage_truncate.sql]."""
-        window = self.query("stage_truncate_window", {"sized": sized, "hashed": hashed}, params)
+        window = self._window(sized, order, params)
         return self.query("stage_truncate", {"sized": sized, "window": window.sql}, window.params)
 
     def contribution_histogram(self, pairs: Query, edges: list[int]) -> list[tuple[int, int]]:

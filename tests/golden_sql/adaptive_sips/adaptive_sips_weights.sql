@@ -12,8 +12,7 @@ SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user
 SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM sized WHERE _dp_size <= $max_contributions
 UNION ALL
 SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHERE _dp_size > $max_contributions
-QUALIFY row_number() OVER (PARTITION BY _dp_user
-                           ORDER BY hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))) <= $max_contributions
+QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)))) <= $max_contributions
 ), counts AS (       -- per user over R̃_u: the level-1 count n_hi, the lower count n_lo and level β
   SELECT _dp_user, count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
          count(*) FILTER (WHERE _dp_level < 1.0) AS _dp_nlo,
@@ -49,8 +48,7 @@ SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user
 SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM sized WHERE _dp_size <= $max_contributions
 UNION ALL
 SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHERE _dp_size > $max_contributions
-QUALIFY row_number() OVER (PARTITION BY _dp_user
-                           ORDER BY hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))) <= $max_contributions
+QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)))) <= $max_contributions
 ), counts AS (       -- per user over R̃_u: the level-1 count n_hi, the lower count n_lo and level β
   SELECT _dp_user, count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
          count(*) FILTER (WHERE _dp_level < 1.0) AS _dp_nlo,
@@ -86,8 +84,7 @@ SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user
 SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM sized WHERE _dp_size <= $max_contributions
 UNION ALL
 SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHERE _dp_size > $max_contributions
-QUALIFY row_number() OVER (PARTITION BY _dp_user
-                           ORDER BY hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))) <= $max_contributions
+QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)))) <= $max_contributions
 ), counts AS (       -- per user over R̃_u: the level-1 count n_hi, the lower count n_lo and level β
   SELECT _dp_user, count(*) FILTER (WHERE _dp_level >= 1.0) AS _dp_nhi,
          count(*) FILTER (WHERE _dp_level < 1.0) AS _dp_nlo,

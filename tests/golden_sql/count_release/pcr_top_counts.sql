@@ -5,5 +5,5 @@ WITH pairs AS (      -- distinct (user, key) pairs
   SELECT _dp_k0, count(*) AS _dp_count FROM pairs GROUP BY _dp_k0
 )
 SELECT _dp_k0, _dp_count FROM counts
-ORDER BY _dp_count DESC, hash(xor(hash(_dp_k0), $tie_salt))
+ORDER BY _dp_count DESC, hash(xor(hash(_dp_k0), $tie_salt)), _dp_k0
 LIMIT $top

@@ -10,8 +10,7 @@ SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user
 SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM sized WHERE _dp_size <= $max_contributions
 UNION ALL
 SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHERE _dp_size > $max_contributions
-QUALIFY row_number() OVER (PARTITION BY _dp_user
-                           ORDER BY hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))) <= $max_contributions
+QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)))) <= $max_contributions
 
 -- rendering 2 of 3; binds $max_contributions=2, $trunc_salt=4495534904771661033
 WITH sized AS (
@@ -25,8 +24,7 @@ SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user
 SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM sized WHERE _dp_size <= $max_contributions
 UNION ALL
 SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHERE _dp_size > $max_contributions
-QUALIFY row_number() OVER (PARTITION BY _dp_user
-                           ORDER BY hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))) <= $max_contributions
+QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)))) <= $max_contributions
 
 -- rendering 3 of 3; binds $max_contributions=2, $trunc_salt=4427371557954821508
 WITH sized AS (
@@ -40,5 +38,4 @@ SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user
 SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM sized WHERE _dp_size <= $max_contributions
 UNION ALL
 SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHERE _dp_size > $max_contributions
-QUALIFY row_number() OVER (PARTITION BY _dp_user
-                           ORDER BY hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))) <= $max_contributions
+QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)))) <= $max_contributions

@@ -3,7 +3,6 @@ WITH kept AS (       -- kept pairs with d (stage_truncate.sql)
   SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM "_duckdp_000000000000_pairs0" WHERE _dp_size <= $max_contributions
 UNION ALL
 SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM "_duckdp_000000000000_pairs0" WHERE _dp_size > $max_contributions
-QUALIFY row_number() OVER (PARTITION BY _dp_user
-                           ORDER BY hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))) <= $max_contributions
+QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)), _dp_k0)) <= $max_contributions
 )
 SELECT _dp_user, _dp_k0, _dp_d, 1.0 / sqrt(_dp_d) AS _dp_uw FROM kept

@@ -1,0 +1,2 @@
+-- rendering 1 of 1; binds $trunc_salt=4041988694836402461
+hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))
