@@ -204,7 +204,7 @@ def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: flo
                mock.patch.object(DuckDBStages, "release", release),
                mock.patch.object(mad, "mad2r_vectors", round2_vectors)]
     if not lazy:
-        patches.append(mock.patch.object(mad, "mad2r_lazy", lambda engine: None))
+        patches.append(mock.patch.object(mad, "mad2r_lazy", lambda *args: None))
     for p in patches:
         p.start()
     try:
@@ -266,6 +266,26 @@ def test_mad2r_lazy_on_key_ids(con, monkeypatch, truncation):
 def test_mad2r_seeded_string_keys_stay_eager(con):
     _table(con, string_keys=True)
     assert _trace_mad2r(con, True, 1, 1.0)["noised"] >= HEAVY_KEYS
+
+
+@pytest.mark.parametrize("heavy", [0, 100_000])
+def test_mad2r_lazy_only_where_it_pays(con, monkeypatch, heavy):
+    """The cost rule (`mad.mad2r_lazy`): on the benchmarks' synthetic data (100k rows, users of up to a few
+    thousand keys: about 29 % of the pairs lie beyond each user's first m) MAD2R screens eagerly, where lazy
+    noise costs more (benchmarks/RESULTS.md, "MAD2R lazy cost rule"); with one user holding 100k keys
+    (about 70 % beyond) lazily. Either way the release is the eager path's."""
+    from duckdp.datasets import create_synthetic
+    create_synthetic(con, "t", 100_000, seed=0)
+    con.execute("INSERT INTO t SELECT -1, range FROM range(1, $n + 1)", {"n": heavy})
+    late: list[int] = []
+    original = mad.noise_late
+    monkeypatch.setattr(mad, "noise_late", lambda *args: late.append(1) or original(*args))
+    run = lambda: duckdp.select(con, "t", algo="mad2r", rho=0.1, delta=1e-5, max_contributions=100,  # noqa: E731
+                                seed=1).to_arrow().column("item").to_pylist()
+    keys = run()
+    assert late == ([1] if heavy else [])
+    with mock.patch.object(mad, "mad2r_lazy", lambda *args: None):
+        assert run() == keys
 
 
 # the bias-flag break shows where heavy users keep no biased key but screen some: few biased keys

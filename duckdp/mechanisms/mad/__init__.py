@@ -210,7 +210,8 @@ class Mad2R(Mechanism):
         own = self.own_stages(stages)
         pairs = stages.store(stages.sized(stages.round_pairs()), "pairs")   # read from the input once
         vectors1 = unbiased_vectors(stages, own, pairs, max_contributions)
-        lazy = own.mad2r_lazy(stages)     # round-1 noise of keys no user kept drawn when needed (engines may)
+        # round-1 noise of keys no user kept drawn when needed (engines may, where it pays)
+        lazy = own.mad2r_lazy(stages, pairs, max_contributions, plan1, plan2)
         status = own.mad2r_screen(stages, pairs, vectors1, plan1, plan2, max_contributions, lazy)
         salt = stages.randomness.salt()                                  # round 2's truncation
         cuts = None if lazy is None else \

@@ -35,6 +35,9 @@ from ..base import RoundPlan
 from . import screen_exceptions
 
 SLACK = 64          # candidates beyond the expected need: a user's R̃_u almost always lies among them
+# Lazy round 1 pays from about this share of the stored pairs beyond each user's first m candidates on (crossover
+# measured at 2M and 10M rows, 2 threads: benchmarks/RESULTS.md, "MAD2R lazy cost rule (stop 28)").
+LAZY_SHARE = 0.4
 
 
 @dataclass
@@ -46,14 +49,25 @@ class LazyScreen:
     rule: Rule | None = None
 
 
-def mad2r_lazy(engine: DuckDBStages) -> LazyScreen | None:
-    """A `LazyScreen` where a key's counter is the same whichever keys a round noises (integer keys, key
-    ids; not digest counters, whose collision ranks depend on the keys present), else None (the eager
-    screen, the same release). The candidates' per-user window runs in the truncation's user-hash passes
-    (DuckDBStages.store_by_user_part)."""
+def mad2r_lazy(engine: DuckDBStages, pairs: Query, max_contributions: int, plan1: RoundPlan,
+               plan2: RoundPlan) -> LazyScreen | None:
+    """A `LazyScreen` where it pays, else None (the eager screen). Lazy needs counters that are the same
+    whichever keys a round noises (integer keys, key ids; not digest counters, whose collision ranks depend on
+    the keys present). It costs an anti-join of the stored pairs with round 1's vectors and a per-user top-m
+    (`noise_late`, m = `candidate_limit`; the window runs in the truncation's user-hash passes:
+    DuckDBStages.store_by_user_part) and saves the noise on the keys only users over Δ0 hold and round 2's
+    work on each cut user's pairs past its candidates (`pruned`); so lazy only where the stored pairs beyond
+    each user's first m, Σ_u (n_u − m)⁺ (one scan of the pairs' sizes [mad2r_beyond.sql]), are at least
+    LAZY_SHARE of the pairs: one heavy user, not ordinary data where many users hold a few hundred keys.
+
+    The choice reads the data (the pairs' sizes, not public), as the truncation's pass count does, but both
+    paths release the same bits (module docstring: every decision reads only draws the eager rule makes,
+    under the same tags and counters), so only time follows it, never what is released."""
     if collisions_possible(engine.ctx.key_types):
         return None
-    return LazyScreen()
+    limit = candidate_limit(max_contributions, plan1, plan2)
+    (total, beyond), = engine.ctx.fetch("mad2r_beyond", {"pairs": engine.table_name(pairs)}, {"candidates": limit})
+    return LazyScreen() if total and beyond >= LAZY_SHARE * total else None
 
 
 def candidate_limit(max_contributions: int, plan1: RoundPlan, plan2: RoundPlan) -> int:

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def mad2r_lazy(engine: SparkStages) -> None:
+def mad2r_lazy(engine: SparkStages, pairs: DataFrame, max_contributions: int, plan1: RoundPlan,
+               plan2: RoundPlan) -> None:
     """None: Spark screens every key of MAD2R's round-1 universe (the DuckDB stages may screen some lazily)."""
     return None
 
