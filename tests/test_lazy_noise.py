@@ -10,6 +10,7 @@ the unseeded path's counters).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from unittest import mock
 
 import duckdb
@@ -204,7 +205,7 @@ def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: flo
                mock.patch.object(DuckDBStages, "release", release),
                mock.patch.object(mad, "mad2r_vectors", round2_vectors)]
     if not lazy:
-        patches.append(mock.patch.object(mad, "mad2r_lazy", lambda *args: None))
+        patches.append(mock.patch.object(mad, "mad2r_lazy", lambda *args: False))
     for p in patches:
         p.start()
     try:
@@ -284,7 +285,7 @@ def test_mad2r_lazy_only_where_it_pays(con, monkeypatch, heavy):
                                 seed=1).to_arrow().column("item").to_pylist()
     keys = run()
     assert late == ([1] if heavy else [])
-    with mock.patch.object(mad, "mad2r_lazy", lambda *args: None):
+    with mock.patch.object(mad, "mad2r_lazy", lambda *args: False):
         assert run() == keys
 
 
@@ -305,8 +306,7 @@ def test_mad2r_breaks_are_caught(con, monkeypatch, break_, seed, params):
         original_late = mad.noise_late
 
         def other_tag(engine, pairs, support, status, lazy, *rest):
-            lazy.tag += 1
-            return original_late(engine, pairs, support, status, lazy, *rest)
+            return original_late(engine, pairs, support, status, replace(lazy, tag=lazy.tag + 1), *rest)
         monkeypatch.setattr(mad, "noise_late", other_tag)
     else:
         assert not any(biased for user, *_, biased in eager["vectors"] if user < 0)
