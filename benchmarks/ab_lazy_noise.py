@@ -3,8 +3,9 @@
 One synthetic table (duckdp.datasets, BIGINT keys) and the same table plus one user holding N distinct
 keys (items 1..N, user −1). On each, per repeat and in alternating order: weighted_gaussian (no lazy
 path: the reference for what the heavy user's rows cost), and MAD2R and adaptive SIPS each eager (their
-`mad2r_lazy` / `lazy_rounds` patched to None) and lazy (as shipped), and MAD2R lazy with round 2 over
-every stored pair ("unpruned": `pruned` patched to the identity), seeded (ρ = 0.1, δ = 1e-5, Δ0 = 100);
+`mad2r_lazy` / `lazy_rounds` patched to None) and lazy (adaptive SIPS as shipped; MAD2R with its cost rule
+overridden, `LAZY_SHARE` = 0), MAD2R lazy with round 2 over every stored pair ("unpruned": `pruned` patched to
+the identity) and MAD2R as shipped ("rule": its cost rule picks eager or lazy), seeded (ρ = 0.1, δ = 1e-5, Δ0 = 100);
 all variants of a mechanism must release the same keys. Reported: median wall and CPU seconds (user + system, all
 threads) per table, and the heavy user's cost (with − without it) per variant.
 
@@ -31,22 +32,24 @@ from ab_timing import alternating, timed  # noqa: E402
 
 DELTA0 = 100
 VARIANTS = [("weighted_gaussian", "-"), ("mad2r", "eager"), ("mad2r", "unpruned"), ("mad2r", "lazy"),
-            ("adaptive_sips", "eager"), ("adaptive_sips", "lazy")]
+            ("mad2r", "rule"), ("adaptive_sips", "eager"), ("adaptive_sips", "lazy")]
 EAGER = {"mad2r": (mad, "mad2r_lazy"), "adaptive_sips": (adaptive, "lazy_rounds")}
 UNPRUNED = {"mad2r": (mad, "pruned")}      # lazy, round 2 over every stored pair (the pruning undone)
 
 
 def run(con: duckdb.DuckDBPyConnection, table: str, algo: str, mode: str) -> tuple[float, float, list]:
     """(wall s, CPU s, released keys) of one seeded release."""
-    patch = mock.patch.object(*EAGER[algo], lambda *a: None) if mode == "eager" else \
-        mock.patch.object(*UNPRUNED[algo], lambda engine, pairs, *rest: pairs) if mode == "unpruned" else None
-    if patch:
+    patches = [mock.patch.object(*EAGER[algo], lambda *a: None)] if mode == "eager" else \
+        [mock.patch.object(*UNPRUNED[algo], lambda engine, pairs, *rest: pairs)] if mode == "unpruned" else []
+    if algo == "mad2r" and mode in ("lazy", "unpruned"):
+        patches.append(mock.patch.object(mad, "LAZY_SHARE", 0.0))      # lazy whatever the cost rule says
+    for patch in patches:
         patch.start()
     try:
         wall, cpu, out = timed(lambda: duckdp.select(con, table, algo=algo, rho=0.1, delta=1e-5,
                                                      max_contributions=DELTA0, seed=1))
     finally:
-        if patch:
+        for patch in patches:
             patch.stop()
     return wall, cpu, sorted(out.to_arrow().column("item").to_pylist())
 

@@ -145,7 +145,8 @@ def main() -> None:
             vectors = engine.store(engine.sized(engine.pairs()))
             status = screen(engine, vectors)
             variants = {"dataframe": lambda e: dataframe_mad2r(e, vectors, status, d0, 0.5, 1.2),
-                        "template": lambda e: own.mad2r_vectors(e, vectors, status, d0, 0.5, 1.2)}
+                        "template": lambda e: own.mad2r_vectors(e, vectors, status, d0, 0.5, 1.2,
+                                                                       e.randomness.salt())}
             order, value = ["_dp_user", *engine.keys], "_dp_uw"
         what = "pairs" if args.stage == "mad2r" else "kept pairs"
         print(f"{args.data.name} [{args.stage}]: {vectors.count():,} {what}, Δ0 = {d0}")

@@ -139,7 +139,7 @@ class TestMechanismStages(_SparkAdapter):
             pairs = stages.store(stages.sized(stages.pairs()), "p")
             screen = stages.store(adapter.frame(stages, status), "status")
             return adapter.collect(stages, mech.own_stages(stages).mad2r_vectors(stages, pairs, screen, 10, 0.5,
-                                                                                 beta_max))
+                                                                                 beta_max, stages.randomness.salt()))
 
         d, s = self.on_both(table, vectors)
         exact = ["_dp_user", "_dp_k0", "_dp_d", "_dp_v", "_dp_biased"]
@@ -170,7 +170,8 @@ class TestMechanismStages(_SparkAdapter):
         def flags(stages, adapter):
             pairs = stages.store(stages.sized(stages.pairs()), "p")
             screen = stages.store(adapter.frame(stages, status), "status")
-            return adapter.collect(stages, mech.own_stages(stages).mad2r_vectors(stages, pairs, screen, 5, 0.5, 1.2))
+            return adapter.collect(stages, mech.own_stages(stages).mad2r_vectors(stages, pairs, screen, 5, 0.5, 1.2,
+                                                                                 stages.randomness.salt()))
 
         for out in self.on_both(table, flags):
             kept: dict[int, list[tuple[bool, bool]]] = {}

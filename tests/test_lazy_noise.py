@@ -10,6 +10,7 @@ the unseeded path's counters).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from unittest import mock
 
 import duckdb
@@ -204,7 +205,7 @@ def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: flo
                mock.patch.object(DuckDBStages, "release", release),
                mock.patch.object(mad, "mad2r_vectors", round2_vectors)]
     if not lazy:
-        patches.append(mock.patch.object(mad, "mad2r_lazy", lambda engine: None))
+        patches.append(mock.patch.object(mad, "mad2r_lazy", lambda *args: False))
     for p in patches:
         p.start()
     try:
@@ -268,6 +269,26 @@ def test_mad2r_seeded_string_keys_stay_eager(con):
     assert _trace_mad2r(con, True, 1, 1.0)["noised"] >= HEAVY_KEYS
 
 
+@pytest.mark.parametrize("heavy", [0, 100_000])
+def test_mad2r_lazy_only_where_it_pays(con, monkeypatch, heavy):
+    """The cost rule (`mad.mad2r_lazy`): on the benchmarks' synthetic data (100k rows, users of up to a few
+    thousand keys: about 29 % of the pairs lie beyond each user's first m) MAD2R screens eagerly, where lazy
+    noise costs more (benchmarks/RESULTS.md, "MAD2R lazy cost rule"); with one user holding 100k keys
+    (about 70 % beyond) lazily. Either way the release is the eager path's."""
+    from duckdp.datasets import create_synthetic
+    create_synthetic(con, "t", 100_000, seed=0)
+    con.execute("INSERT INTO t SELECT -1, range FROM range(1, $n + 1)", {"n": heavy})
+    late: list[int] = []
+    original = mad.noise_late
+    monkeypatch.setattr(mad, "noise_late", lambda *args: late.append(1) or original(*args))
+    run = lambda: duckdp.select(con, "t", algo="mad2r", rho=0.1, delta=1e-5, max_contributions=100,  # noqa: E731
+                                seed=1).to_arrow().column("item").to_pylist()
+    keys = run()
+    assert late == ([1] if heavy else [])
+    with mock.patch.object(mad, "mad2r_lazy", lambda *args: False):
+        assert run() == keys
+
+
 # the bias-flag break shows where heavy users keep no biased key but screen some: few biased keys
 @pytest.mark.parametrize("break_,seed,params", [("salt", 3, STRESS), ("tag", 3, STRESS),
                                                 ("bias flag", 1, {"c_lower": 0.0, "split": 0.05})])
@@ -285,8 +306,7 @@ def test_mad2r_breaks_are_caught(con, monkeypatch, break_, seed, params):
         original_late = mad.noise_late
 
         def other_tag(engine, pairs, support, status, lazy, *rest):
-            lazy.tag += 1
-            return original_late(engine, pairs, support, status, lazy, *rest)
+            return original_late(engine, pairs, support, status, replace(lazy, tag=lazy.tag + 1), *rest)
         monkeypatch.setattr(mad, "noise_late", other_tag)
     else:
         assert not any(biased for user, *_, biased in eager["vectors"] if user < 0)

@@ -71,7 +71,8 @@ def sql_weights(con, sets, m, plan, beta=None, seed=0):
             con.register("_mad_beta", pa.table({"_dp_k0": np.arange(m, dtype=np.int64), "_dp_beta": beta}))
             status = stages.store(Query("SELECT _dp_k0, _dp_beta, true AS _dp_round2 FROM _mad_beta", {}), "status")
             con.unregister("_mad_beta")
-            vectors = mad_duckdb.mad2r_vectors(stages, pairs, status, d0, plan.extra.beta_min, plan.extra.beta_max)
+            vectors = mad_duckdb.mad2r_vectors(stages, pairs, status, d0, plan.extra.beta_min, plan.extra.beta_max,
+                                               stages.randomness.salt())
         bounded = stages.table_name(vectors)
         text, params = mad_duckdb.mad_weights(stages, vectors, plan)
         w = np.zeros(m)
@@ -305,7 +306,8 @@ def test_mad2r_bias_flag_reads_kept_pairs_only(con):
         con.register("_mad_beta", pa.table({"_dp_k0": np.arange(1200, dtype=np.int64), "_dp_beta": beta}))
         status = stages.store(Query("SELECT _dp_k0, _dp_beta, true AS _dp_round2 FROM _mad_beta", {}), "status")
         con.unregister("_mad_beta")
-        vectors = stages.table_name(mad_duckdb.mad2r_vectors(stages, pairs, status, 5, 0.5, 1.2))
+        vectors = stages.table_name(mad_duckdb.mad2r_vectors(stages, pairs, status, 5, 0.5, 1.2,
+                                                                  stages.randomness.salt()))
         rows = con.sql(f"SELECT _dp_user, bool_or(_dp_k0 % 20 = 0), bool_and(_dp_biased), bool_or(_dp_biased) "
                        f"FROM {vectors} GROUP BY _dp_user").fetchall()
     finally:

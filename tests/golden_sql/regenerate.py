@@ -7,7 +7,8 @@ Each mechanism (and count release) runs seeded on DuckDB over a fixed 8-user tab
 call order with the values they bind. Run ids (hence TEMP table and view names) are fixed to
 `000000000000` by patching `secrets.token_hex` here only; production keeps its random ids. Extra
 cases: string keys (digest counters, sql/noise_weights.sql + noise_scan_ranked.sql), truncation
-in two user-hash passes (stage_truncate_light.sql + stage_truncate_pass.sql; MAD2R's lazy candidates too),
+in two user-hash passes (stage_truncate_light.sql + stage_truncate_pass.sql; MAD2R's lazy candidates too,
+its cost rule overridden there and on key ids: LAZY_MAD2R),
 MAD2R on string keys (its eager screen, mad2r_universe.sql, which lazy round-1 noise skips), truncation="global"
 (DP-SIPS: the order hashes the key alone), and string keys on key ids (multi-round mechanisms'
 unseeded path, stage_key_ids.sql, stage_pairs_ids.sql, stage_output_ids.sql: rendered with the
@@ -29,6 +30,7 @@ import duckdb
 import pyarrow as pa
 
 import duckdp
+from duckdp.mechanisms.mad import duckdb as mad_duckdb
 from duckdp.rng import Randomness
 from duckdp.stages.duckdb import DuckDBStages
 from duckdp.templates import Template
@@ -36,6 +38,8 @@ from duckdp.templates import Template
 GOLDEN = Path(__file__).resolve().parent
 SEED = 7
 RUN_ID = "0" * 12
+# MAD2R cases rendered with lazy round-1 noise (its cost rule would pick eager on this tiny table)
+LAZY_MAD2R = ("mad2r+passes", "mad2r+key_ids")
 _SETS = {0: [1, 2, 3], 1: [1, 2], 2: [1], 3: [2, 3, 4, 5, 6], 4: [1, 3], 5: [1, 2, 3], 6: [7], 7: [1, 2, 4]}
 
 
@@ -113,7 +117,8 @@ def render_case(name: str) -> dict[str, str]:
                   else nullcontext())
         ids = (mock.patch.object(Randomness, "__init__", _unseeded(Randomness.__init__))
                if name.endswith("+key_ids") else nullcontext())
-        with recording() as calls, passes, ids:
+        lazy = (mock.patch.object(mad_duckdb, "LAZY_SHARE", 0.0) if name in LAZY_MAD2R else nullcontext())
+        with recording() as calls, passes, ids, lazy:
             run(con, table)
     finally:
         con.close()

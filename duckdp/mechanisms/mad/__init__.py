@@ -210,11 +210,12 @@ class Mad2R(Mechanism):
         own = self.own_stages(stages)
         pairs = stages.store(stages.sized(stages.round_pairs()), "pairs")   # read from the input once
         vectors1 = unbiased_vectors(stages, own, pairs, max_contributions)
-        lazy = own.mad2r_lazy(stages)     # round-1 noise of keys no user kept drawn when needed (engines may)
-        status = own.mad2r_screen(stages, pairs, vectors1, plan1, plan2, max_contributions, lazy)
+        # round-1 noise of keys no user kept drawn when needed (engines may, where it pays)
+        lazy = own.mad2r_lazy(stages, pairs, max_contributions, plan1, plan2)
+        status, late = own.mad2r_screen(stages, pairs, vectors1, plan1, plan2, max_contributions, lazy)
         salt = stages.randomness.salt()                                  # round 2's truncation
-        cuts = None if lazy is None else \
-            own.noise_late(stages, pairs, vectors1, status, lazy, plan2, max_contributions, salt)
+        cuts = None if late is None else \
+            own.noise_late(stages, pairs, vectors1, status, late, plan2, max_contributions, salt)
         stages.drop(vectors1)                                            # free memory before round 2
         first = stages.num_rows(stages.output(own.mad2r_released(stages, status)))
         vectors2 = own.mad2r_vectors(stages, pairs, status, max_contributions, plan2.extra.beta_min,

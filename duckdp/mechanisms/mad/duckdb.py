@@ -1,7 +1,8 @@
 """MAD and MAD2R's own stages on DuckDB (templates in ./sql; spec docs/specs/mad-mad2r.md).
 
-Lazy round-1 noise (MAD2R, run with a `LazyScreen`, `mad2r_lazy`): ŵ1 of a key is the PRF value at
-(round 1's tag, the key's counter) plus its weight, the same whenever it is drawn. A key outside ∪S̃_u
+Lazy round-1 noise (MAD2R where `mad2r_lazy` says it pays; `mad2r_screen` hands a `LazyScreen` to
+`noise_late`): ŵ1 of a key is the PRF value at (round 1's tag, the key's counter) plus its weight, the
+same whenever it is drawn. A key outside ∪S̃_u
 (every holder, each over Δ0, truncated it away) has weight 0, and its screen (removed for round 2,
 biased) is read only by round 2's truncation of its holders and by their vectors when kept (the bias
 flag reads the kept pairs only, spec §4). So round 1 noises ∪S̃_u, and such a key gets its round-1
@@ -27,7 +28,6 @@ from dataclasses import dataclass
 from scipy.special import ndtr
 
 from ...counters import collisions_possible
-from ...errors import InternalError
 from ...stages import Query
 from ...stages.base import Rule
 from ...stages.duckdb import DuckDBStages, merge
@@ -35,25 +35,40 @@ from ..base import RoundPlan
 from . import screen_exceptions
 
 SLACK = 64          # candidates beyond the expected need: a user's R̃_u almost always lies among them
+# Lazy round 1 pays from about this share of the stored pairs beyond each user's first m candidates on (crossover
+# measured at 2M and 10M rows, 2 threads: benchmarks/RESULTS.md, "MAD2R lazy cost rule (stop 28)").
+LAZY_SHARE = 0.4
 
 
-@dataclass
+@dataclass(frozen=True)
 class LazyScreen:
-    """Round 1's noise draw (tag, plan, screen rule), once `mad2r_screen` has drawn it, to draw it late."""
+    """Round 1's noise draw as `mad2r_screen` drew it lazily (its tag, plan and screen rule), for
+    `noise_late` to draw the rest of it."""
 
-    tag: int | None = None
-    plan: RoundPlan | None = None
-    rule: Rule | None = None
+    tag: int
+    plan: RoundPlan
+    rule: Rule
 
 
-def mad2r_lazy(engine: DuckDBStages) -> LazyScreen | None:
-    """A `LazyScreen` where a key's counter is the same whichever keys a round noises (integer keys, key
-    ids; not digest counters, whose collision ranks depend on the keys present), else None (the eager
-    screen, the same release). The candidates' per-user window runs in the truncation's user-hash passes
-    (DuckDBStages.store_by_user_part)."""
+def mad2r_lazy(engine: DuckDBStages, pairs: Query, max_contributions: int, plan1: RoundPlan,
+               plan2: RoundPlan) -> bool:
+    """Whether `mad2r_screen` draws round 1 lazily: where it pays (else the eager screen). Lazy needs counters
+    that are the same whichever keys a round noises (integer keys, key ids; not digest counters, whose collision
+    ranks depend on the keys present). It costs an anti-join of the stored pairs with round 1's vectors and a
+    per-user top-m (`noise_late`, m = `candidate_limit`; the window runs in the truncation's user-hash passes:
+    DuckDBStages.store_by_user_part) and saves the noise on the keys only users over Δ0 hold and round 2's
+    work on each cut user's pairs past its candidates (`pruned`); so lazy only where the stored pairs beyond
+    each user's first m, Σ_u (n_u − m)⁺ (one scan of the pairs' sizes [mad2r_beyond.sql]), are at least
+    LAZY_SHARE of the pairs: one heavy user, not ordinary data where many users hold a few hundred keys.
+
+    The choice reads the data (the pairs' sizes, not public), as the truncation's pass count does, but both
+    paths release the same bits (module docstring: every decision reads only draws the eager rule makes,
+    under the same tags and counters), so only time follows it, never what is released."""
     if collisions_possible(engine.ctx.key_types):
-        return None
-    return LazyScreen()
+        return False
+    limit = candidate_limit(max_contributions, plan1, plan2)
+    (total, beyond), = engine.ctx.fetch("mad2r_beyond", {"pairs": engine.table_name(pairs)}, {"candidates": limit})
+    return bool(total) and beyond >= LAZY_SHARE * total
 
 
 def candidate_limit(max_contributions: int, plan1: RoundPlan, plan2: RoundPlan) -> int:
@@ -80,26 +95,26 @@ def mad_weights(engine: DuckDBStages, vectors: Query, plan: RoundPlan) -> Query:
 
 
 def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1: RoundPlan, plan2: RoundPlan,
-                 max_contributions: int, lazy: LazyScreen | None = None) -> Query:
+                 max_contributions: int, lazy: bool = False) -> tuple[Query, LazyScreen | None]:
     """Round-1 noisy weights ŵ1 on the whole universe (support ∪ keys of users over Δ0)
     [mad2r_universe.sql], MAD2R's decisions by the engine's `decide_into` with `screen_round1`, and
-    only the exceptions (released, removed or biased keys) stored [mad2r_status.sql]. With `lazy`
-    (module docstring) ŵ1 on the support ∪S̃_u only, under a round tag recorded in `lazy`."""
+    only the exceptions (released, removed or biased keys) stored [mad2r_status.sql]: the status table.
+    With `lazy` (module docstring) ŵ1 on the support ∪S̃_u only, and the `LazyScreen` (round 1's tag,
+    plan and rule) for `noise_late`; else None."""
     ctx = engine.ctx
     keys = ctx.key_aliases
     weighted = mad_weights(engine, vectors, plan1)
-    universe = weighted if lazy is not None else engine.query(
+    universe = weighted if lazy else engine.query(
         "mad2r_universe", {"weighted": weighted.sql, "pairs": engine.table_name(pairs), "keys": keys},
         merge(weighted.params, {"max_contributions": max_contributions}))
     rule = screen_exceptions(plan1, plan2)
-    tag = None
-    if lazy is not None:            # round 1's tag, as the noise stage would draw it, kept for late draws
-        tag = lazy.tag = ctx.randomness.next_round()
-        lazy.plan, lazy.rule = plan1, rule
+    # round 1's tag, as the noise stage would draw it, kept for late draws
+    late = LazyScreen(ctx.randomness.next_round(), plan1, rule) if lazy else None
     target = ctx.temp_table("status")
     ctx.execute("mad2r_status", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
-    engine.decide_into(universe, plan1, rule, lambda exceptions: add_exceptions(engine, target, exceptions), tag)
-    return engine.table(target)
+    engine.decide_into(universe, plan1, rule, lambda exceptions: add_exceptions(engine, target, exceptions),
+                       None if late is None else late.tag)
+    return engine.table(target), late
 
 
 def add_exceptions(engine: DuckDBStages, status: str, exceptions: str) -> None:
@@ -117,8 +132,6 @@ def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query
     cut [mad2r_unsettled.sql] gets all of its keys screened (a second pass). `support`: the round-1 user
     vectors (∪S̃_u, the keys round 1 noised)."""
     plan1, rule, tag = lazy.plan, lazy.rule, lazy.tag
-    if plan1 is None or rule is None or tag is None:
-        raise InternalError("invariant failed: noise_late runs after mad2r_screen drew round 1 lazily")
     ctx = engine.ctx
     limit = candidate_limit(max_contributions, plan1, plan2)
     pairs_name, support_name, status_name = engine.table_name(pairs), engine.table_name(support), \
@@ -135,18 +148,18 @@ def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query
         engine.decide_into(keys, plan1, rule, lambda exceptions: add_exceptions(engine, status_name, exceptions), tag)
 
     screen(engine.query("mad2r_late_keys", late | {"pairs": name, "screened": "", "users": ""}))
-    unsettled = engine.store(engine.query("mad2r_unsettled", {"candidates": name, "status": status_name,
-                                                              "match": ctx.key_match("c", "s")},
-                                          {"candidates": limit, "max_contributions": max_contributions}),
-                             "unsettled")
-    users = engine.table_name(unsettled)
-    if ctx.scalar(f"SELECT count(*) FROM {users}"):     # their R̃_u may lie past the cut: all of their keys
+    unsettled = engine.query("mad2r_unsettled", {"candidates": name, "status": status_name,
+                                                 "match": ctx.key_match("c", "s")},
+                             {"candidates": limit, "max_contributions": max_contributions})
+    users = ctx.temp_table("unsettled")
+    (count,), = ctx.fetch("stage_store", {"target": users, "query": unsettled.sql}, unsettled.params)  # rows made
+    if count:                                           # their R̃_u may lie past the cut: all of their keys
         screen(engine.query("mad2r_late_keys", late | {
             "pairs": pairs_name, "screened": f" ANTI JOIN {name} AS c ON {ctx.key_match('p', 'c')}",
             "users": f" WHERE p._dp_user IN (SELECT _dp_user FROM {users})"}))
     cuts = engine.store(engine.query("mad2r_cuts", {"candidates": name, "unsettled": users}, {"candidates": limit}),
                         "cuts")
-    engine.drop(unsettled)
+    ctx.drop(users)
     engine.drop(candidates)
     return cuts
 
@@ -161,15 +174,13 @@ def pruned(engine: DuckDBStages, pairs: Query, cuts: Query, salt: int) -> Query:
 
 
 def mad2r_vectors(engine: DuckDBStages, pairs: Query, status: Query, max_contributions: int, beta_min: float,
-                  beta_max: float, salt: int | None = None, cuts: Query | None = None) -> Query:
+                  beta_max: float, salt: int, cuts: Query | None = None) -> Query:
     """Stored round-2 user vectors (`_dp_user`, keys, `_dp_d`, `_dp_v`, `_dp_uw`, `_dp_biased`)
     [mad2r_remaining.sql, mad2r_vectors.sql, mad2r_biased.sql written in place by mad2r_set_biased.sql;
-    spec §6, §4], truncated under `salt` (the mechanism's round-2 salt; a fresh one if None); with
+    spec §6, §4], truncated under `salt` (the mechanism's round-2 salt, drawn before `noise_late`); with
     `cuts` (lazy round 1: `noise_late`) over the `pruned` pairs, the same vectors."""
     ctx = engine.ctx
     keys = ctx.key_aliases
-    if salt is None:
-        salt = ctx.randomness.salt()
     source = Query(engine.table_name(pairs), {}) if cuts is None else pruned(engine, pairs, cuts, salt)
     remaining = engine.query("mad2r_remaining", {"pairs": source.sql if cuts is None else f"({source.sql})",
                                                  "keys": keys, "status": engine.table_name(status),

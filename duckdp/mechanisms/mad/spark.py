@@ -13,9 +13,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def mad2r_lazy(engine: SparkStages) -> None:
-    """None: Spark screens every key of MAD2R's round-1 universe (the DuckDB stages may screen some lazily)."""
-    return None
+def mad2r_lazy(engine: SparkStages, pairs: DataFrame, max_contributions: int, plan1: RoundPlan,
+               plan2: RoundPlan) -> bool:
+    """False: Spark screens every key of MAD2R's round-1 universe (the DuckDB stages may screen some lazily)."""
+    return False
 
 
 def mad_vectors(engine: SparkStages, kept: DataFrame) -> DataFrame:
@@ -32,19 +33,19 @@ def mad_weights(engine: SparkStages, vectors: DataFrame, plan: RoundPlan) -> Dat
 
 
 def mad2r_screen(engine: SparkStages, pairs: DataFrame, vectors: DataFrame, plan1: RoundPlan, plan2: RoundPlan,
-                 max_contributions: int, lazy: None = None) -> DataFrame:
+                 max_contributions: int, lazy: bool = False) -> tuple[DataFrame, None]:
     """Round-1 weights ŵ1 on the whole universe (∪S̃_u and the keys of users over Δ0: the template
     mad2r_universe.sql), MAD2R's decisions by the generic `decide` stage with `screen_round1`, and
-    only the exceptions (released, removed or biased) stored."""
+    only the exceptions (released, removed or biased) stored; no late draw (Spark's round 1 is eager)."""
     universe = engine.template("mad2r_universe", {"weighted": mad_weights(engine, vectors, plan1), "pairs": pairs},
                                {"max_contributions": max_contributions}, subqueries=("weighted",))
-    return engine.store(engine.decide(universe, plan1, screen_exceptions(plan1, plan2), SCREEN_COLUMNS))
+    return engine.store(engine.decide(universe, plan1, screen_exceptions(plan1, plan2), SCREEN_COLUMNS)), None
 
 
 def mad2r_vectors(engine: SparkStages, pairs: DataFrame, status: DataFrame, max_contributions: int, beta_min: float,
-                  beta_max: float, salt: int | None = None, cuts: None = None) -> DataFrame:
+                  beta_max: float, salt: int, cuts: None = None) -> DataFrame:
     """Stored round-2 user vectors (spec §4, §6): round-2 pairs with b_i (mad2r_remaining.sql) re-cut to Δ0
-    (under `salt`, the mechanism's round-2 salt; a fresh one if None),
+    (under `salt`, the mechanism's round-2 salt),
     v_i = b_i/√d and 1/√d (mad2r_vectors.sql), the water-filling λ* for users with a bias below 1
     (mad2r_biased.sql) in place of 1/√d. `cuts`: none on Spark (its round 1 is eager)."""
     from pyspark.sql import functions as F

@@ -1,7 +1,8 @@
--- rendering 1 of 1; binds $max_degree=2, $min_degree=2, $reroute=0.45710678118654746, $tau=99.29215355508413
+-- rendering 1 of 1; binds $max_contributions=2, $max_degree=2, $min_degree=2, $reroute=0.45710678118654746, $tau=99.29215355508413
 CREATE TEMP TABLE "_duckdp_000000000000_status2" AS
 SELECT _dp_k0, NULL::BOOLEAN AS _dp_released, NULL::BOOLEAN AS _dp_round2, NULL::DOUBLE AS _dp_beta
-FROM (WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
+FROM (WITH weighted AS (   -- round-1 MAD weights (sql/mad_weights.sql), keys of ∪S̃_u only
+  WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item sums of the initial weight)
   SELECT _dp_k0, sum(_dp_uw / sqrt(_dp_d)) AS _dp_init
   FROM "_duckdp_000000000000_vectors1" WHERE _dp_d BETWEEN $min_degree AND $max_degree GROUP BY _dp_k0
 ), truncated AS (    -- stage 2: items above τ are cut to τ; ρ_i = (ŵ_i − τ)/ŵ_i (0 elsewhere, not stored)
@@ -15,4 +16,8 @@ FROM (WITH initial AS (    -- stage 1: ŵ_i = Σ_{u∈A} w^u_i/√d_u (per-item 
   SELECT _dp_k0, sum(_dp_uw * coalesce(_dp_m, 1)) AS _dp_s
   FROM "_duckdp_000000000000_vectors1" LEFT JOIN excess USING (_dp_user) GROUP BY _dp_k0
 )
-SELECT _dp_k0, _dp_s - coalesce(_dp_cut, 0) AS _dp_w FROM summed LEFT JOIN truncated USING (_dp_k0)) LIMIT 0
+SELECT _dp_k0, _dp_s - coalesce(_dp_cut, 0) AS _dp_w FROM summed LEFT JOIN truncated USING (_dp_k0)
+), big AS (          -- keys of users over Δ0 (the stored stage_sized.sql pairs): with ∪S̃_u, every key of the input
+  SELECT DISTINCT _dp_k0 FROM "_duckdp_000000000000_pairs0" WHERE _dp_size > $max_contributions
+)
+SELECT _dp_k0, _dp_w FROM weighted FULL JOIN big USING (_dp_k0)) LIMIT 0

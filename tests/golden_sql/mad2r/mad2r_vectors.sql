@@ -3,8 +3,7 @@ WITH kept AS (       -- kept round-2 pairs with b_i and d
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
   SELECT _dp_user, _dp_k0, greatest(least(coalesce(_dp_beta, 1.0), 1.0), $beta_min) AS _dp_b
-FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p LEFT JOIN "_duckdp_000000000000_cuts7" AS c USING (_dp_user)
-WHERE c._dp_last IS NULL OR hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) <= c._dp_last) AS p LEFT JOIN "_duckdp_000000000000_status2" USING (_dp_k0) WHERE _dp_round2 IS NOT false
+FROM "_duckdp_000000000000_pairs0" AS p LEFT JOIN "_duckdp_000000000000_status2" USING (_dp_k0) WHERE _dp_round2 IS NOT false
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )

@@ -4,4 +4,4 @@ SELECT _dp_k0 AS "item" FROM (SELECT _dp_k0 FROM "_duckdp_000000000000_status2" 
 -- rendering 2 of 2; binds none
 SELECT _dp_k0 AS "item" FROM ((SELECT _dp_k0 FROM "_duckdp_000000000000_status2" WHERE _dp_released)
 UNION ALL
-(SELECT * FROM "_duckdp_000000000000_selected9")) ORDER BY ALL
+(SELECT * FROM "_duckdp_000000000000_selected5")) ORDER BY ALL
