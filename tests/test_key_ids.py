@@ -204,9 +204,9 @@ def test_aggregate_counters_unseeded_are_positions(con, monkeypatch, keys):
     seen: list[tuple[np.ndarray, np.ndarray]] = []
     noise = group_by._noise
 
-    def spy(randomness, tag, hi, lo, sigma):
+    def spy(randomness, tag, hi, lo, sigma, ranks=None):
         seen.append((hi.copy(), lo.copy()))
-        return noise(randomness, tag, hi, lo, sigma)
+        return noise(randomness, tag, hi, lo, sigma, ranks)
 
     monkeypatch.setattr(group_by, "_noise", spy)
     metrics = {"n": "users", "rows": "count"}
