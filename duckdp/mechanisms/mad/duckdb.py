@@ -136,11 +136,12 @@ def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query
     limit = candidate_limit(max_contributions, plan1, plan2)
     pairs_name, support_name, status_name = engine.table_name(pairs), engine.table_name(support), \
         engine.table_name(status)
+    order = engine.truncation_order(salt)
     candidates = engine.store_by_user_part(
         lambda users, part: engine.query("mad2r_candidates", {"pairs": pairs_name, "support": support_name,
                                                               "match": ctx.key_match("p", "s"),
-                                                              "hashed": engine.truncation_hashed(), "users": users},
-                                         {"trunc_salt": salt, "candidates": limit} | part), "candidates")
+                                                              "order": order.sql, "users": users},
+                                         order.params | {"candidates": limit} | part), "candidates")
     name = engine.table_name(candidates)
     late = {"support": support_name, "match": ctx.key_match("p", "s"), "keys": ctx.key_aliases}
 
@@ -169,8 +170,9 @@ def pruned(engine: DuckDBStages, pairs: Query, cuts: Query, salt: int) -> Query:
     user's pairs ordered after its last candidate in round 2's truncation order under `salt`
     [mad2r_pruned.sql]; the truncation keeps the same pairs with the same d, reading a heavy user's
     pairs once instead of joining, sizing and ranking all of them."""
+    order = engine.truncation_order(salt)
     return engine.query("mad2r_pruned", {"pairs": engine.table_name(pairs), "cuts": engine.table_name(cuts),
-                                         "hashed": engine.truncation_hashed()}, {"trunc_salt": salt})
+                                         "order": order.sql}, order.params)
 
 
 def mad2r_vectors(engine: DuckDBStages, pairs: Query, status: Query, max_contributions: int, beta_min: float,

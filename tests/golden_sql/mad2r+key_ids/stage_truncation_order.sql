@@ -1,5 +1,11 @@
--- rendering 1 of 2; binds $trunc_salt=4041988694836402461
+-- rendering 1 of 4; binds $trunc_salt=4041988694836402461
 hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))
 
--- rendering 2 of 2; binds $trunc_salt=4495534904771661033
+-- rendering 2 of 4; binds $trunc_salt=4495534904771661033
+hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))
+
+-- rendering 3 of 4; binds $trunc_salt=4495534904771661033
+hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))
+
+-- rendering 4 of 4; binds $trunc_salt=4495534904771661033
 hash(xor(hash(_dp_user, _dp_k0), $trunc_salt))
