@@ -660,3 +660,22 @@ def test_cli_aggregate_takes_not_null(con, tmp_path, capsys):
     assert any(line.startswith("declared not-null: rating") for line in summary["plan"])
     assert "one draw read by n.count, avg.count" in "\n".join(summary["plan"])
     assert pq.read_table(tmp_path / "out.parquet").equals(api.to_arrow())
+
+
+def test_row_sample_ties_follow_the_value_not_the_row_order(con):
+    """A pair's m-row sample ranks its rows by a keyed hash of (user, key, value); two HUGEINT values with equal
+    DuckDB hashes (2⁶⁴ + 2 and 2·2⁶⁴ + 1) tie. Which one is kept must not follow the order rows arrive in (other
+    users' data, threads): the same rows listed in either order release the same sum under every seed. Failed
+    before the value broke the tie (m = 2: the row listed first was kept whenever the third value ranked first)."""
+    m = 2
+    con.execute("SET threads = 1")
+    a, b, c = 2**64 + 2, 2 * 2**64 + 1, 5
+    released = []
+    for order in ((a, b, c), (b, a, c)):
+        con.execute("CREATE OR REPLACE TABLE r (user_id BIGINT, item VARCHAR, v HUGEINT)")
+        con.executemany("INSERT INTO r VALUES (1, 'k', ?)", [[x] for x in order])
+        released.append([duckdp.aggregate(con, "r", by="item", user_col="user_id", keys=["k"],
+                                          metrics={"s": ("sum", "v", 0, 2**66)}, rho=10.0, delta=1e-6,
+                                          max_contributions=1, max_rows_per_key=m, seed=seed)
+                         .to_arrow().column("s").to_pylist() for seed in range(12)])
+    assert released[0] == released[1]

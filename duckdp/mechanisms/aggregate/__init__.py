@@ -117,7 +117,8 @@ def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect) -> dict[str
 
     Per (user, key) [agg_pairs.sql]: `ranks`, per value column j, the row sample's keyed order (NULL values
     last, never counted), and `pair_measures`, what the pair carries through the Δ0 truncation. With m = 1:
-    `_dp_x<j>`, the value of least keyed hash `_dp_h<j>` among the pair's non-NULL values (`min_by`; no window).
+    `_dp_x<j>`, the value of least keyed hash `_dp_h<j>` among the pair's non-NULL values (`min_by`; no window; two
+    distinct values tie only where DuckDB's hash collides, 128-bit value types, and min_by then picks either).
     With m > 1: `_dp_n` rows, `_dp_n<j>` kept rows with a value (a mean's count) and, per sum measure i,
     `_dp_s<i>` = Σ over the kept rows (row number `_dp_r<j>` ≤ m) of the value's grid integer. Per key
     [agg_measures.sql]: `measures` sums those over the key's kept pairs (distinct users = kept pairs; rows =
@@ -134,8 +135,9 @@ def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect) -> dict[str
             ranks.append(f"{order} AS _dp_h{j}")
             pair.append(f"min_by(_dp_v{j}, _dp_h{j}) FILTER (WHERE _dp_v{j} IS NOT NULL) AS _dp_x{j}")
         else:
-            ranks.append(f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY _dp_v{j} IS NULL, {order}) "
-                         f"AS _dp_r{j}")
+            # ties of the keyed hash go by the value, never by the order rows arrive in (equal values: any)
+            ranks.append(f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY _dp_v{j} IS NULL, {order}, "
+                         f"_dp_v{j}) AS _dp_r{j}")
     if m > 1 or not pair:
         pair.insert(0, "count(*) AS _dp_n")
     exact = dialect.exact
