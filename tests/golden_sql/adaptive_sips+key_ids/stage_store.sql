@@ -1,20 +1,30 @@
--- rendering 1 of 3; binds none
+-- rendering 1 of 5; binds none
 CREATE TEMP TABLE "_duckdp_000000000000_pairs1" AS
 SELECT DISTINCT s._dp_user, hash(s._dp_k0) AS _dp_k0
 FROM (SELECT "user_id" AS _dp_user, "item" AS _dp_k0 FROM "memory"."main"."golden_input") AS s
 
--- rendering 2 of 3; binds $candidates=70, $trunc_salt=4495534904771661033
-CREATE TEMP TABLE "_duckdp_000000000000_candidates4" AS
+-- rendering 2 of 5; binds none
+CREATE TEMP TABLE "_duckdp_000000000000_open4" AS
+SELECT p.*, s._dp_level FROM "_duckdp_000000000000_pairs1" AS p LEFT JOIN "_duckdp_000000000000_state2" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+WHERE s._dp_level IS NULL OR s._dp_level > 0
+
+-- rendering 3 of 5; binds $candidates=70, $trunc_salt=4495534904771661033
+CREATE TEMP TABLE "_duckdp_000000000000_candidates5" AS
 SELECT * FROM (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
-FROM (SELECT p.* FROM "_duckdp_000000000000_pairs1" AS p ANTI JOIN "_duckdp_000000000000_state2" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised
+FROM (SELECT * EXCLUDE (_dp_level) FROM "_duckdp_000000000000_open4" WHERE _dp_level IS NULL) AS unnoised
 ) AS ordered
 QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY _dp_order) <= $candidates
 
--- rendering 3 of 3; binds $candidates=73, $trunc_salt=4427371557954821508
-CREATE TEMP TABLE "_duckdp_000000000000_candidates8" AS
+-- rendering 4 of 5; binds none
+CREATE TEMP TABLE "_duckdp_000000000000_open9" AS
+SELECT p.* EXCLUDE (_dp_level), s._dp_level FROM "_duckdp_000000000000_open4" AS p LEFT JOIN "_duckdp_000000000000_state7" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+WHERE s._dp_level IS NULL OR s._dp_level > 0
+
+-- rendering 5 of 5; binds $candidates=73, $trunc_salt=4427371557954821508
+CREATE TEMP TABLE "_duckdp_000000000000_candidates10" AS
 SELECT * FROM (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
-FROM (SELECT p.* FROM "_duckdp_000000000000_pairs1" AS p ANTI JOIN "_duckdp_000000000000_state6" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised
+FROM (SELECT * EXCLUDE (_dp_level) FROM "_duckdp_000000000000_open9" WHERE _dp_level IS NULL) AS unnoised
 ) AS ordered
 QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY _dp_order) <= $candidates

@@ -16,7 +16,10 @@ QUALIFY row_number() OVER (PARTITION BY _dp_user
 -- rendering 2 of 3; binds $max_contributions=2, $trunc_salt=4495534904771661033
 WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
-  SELECT p.*, s._dp_level FROM "_duckdp_000000000000_pairs0" AS p JOIN "_duckdp_000000000000_state1" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE s._dp_level > 0
+  SELECT * FROM "_duckdp_000000000000_open3" WHERE _dp_level > 0
+UNION ALL
+SELECT o.* EXCLUDE (_dp_level), s._dp_level FROM "_duckdp_000000000000_open3" AS o JOIN "_duckdp_000000000000_state1" AS s ON o._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+WHERE o._dp_level IS NULL AND s._dp_level > 0
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )
@@ -31,7 +34,10 @@ QUALIFY row_number() OVER (PARTITION BY _dp_user
 -- rendering 3 of 3; binds $max_contributions=2, $trunc_salt=4427371557954821508
 WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
-  SELECT p.*, s._dp_level FROM "_duckdp_000000000000_pairs0" AS p JOIN "_duckdp_000000000000_state4" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE s._dp_level > 0
+  SELECT * FROM "_duckdp_000000000000_open7" WHERE _dp_level > 0
+UNION ALL
+SELECT o.* EXCLUDE (_dp_level), s._dp_level FROM "_duckdp_000000000000_open7" AS o JOIN "_duckdp_000000000000_state5" AS s ON o._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+WHERE o._dp_level IS NULL AND s._dp_level > 0
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )
