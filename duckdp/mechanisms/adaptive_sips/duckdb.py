@@ -14,11 +14,12 @@ counters do not depend on which keys a round noises: integer keys and key ids. D
 collisions among the keys present (noise_stage.py), so seeded non-integer keys stay eager.
 
 Lazy rounds ≥ 2 also carry the open pairs (key not yet out of play: out keys never return) from round
-to round in one stored table with each key's level, so a round joins the state once, with the pairs
-still open, where it joined every pair twice (for the candidates and for R_u): about 1 CPU s less at
-10M rows on 2 threads (benchmarks/RESULTS.md, "adaptive SIPS speed (stop 28)"). The rows reaching
-the truncation are the same as before, so releases are unchanged (tests/test_lazy_noise.py,
-tests/test_pinned_releases.py).
+to round in one stored table with each key's level, so a round joins the state once with the pairs
+still open, where it joined every pair twice (for the candidates and for R_u), and R_u's pairs not
+noised before the round come from the candidates alone (a heavy user's millions of open pairs are
+not joined again). The truncation keeps the same pairs as before, so releases are unchanged
+(tests/test_lazy_noise.py: lazy = eager bit for bit; tests/test_pinned_releases.py); the time saved is
+in benchmarks/RESULTS.md, "adaptive SIPS speed (stop 28)".
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class LazyRounds:
 
     params: Params
     rounds: list[tuple[int, float, str, Rule]] = field(default_factory=list)
-    open: Query | None = None       # the last round's open pairs (adaptive_sips_open.sql), read by the next
+    open: tuple[Query, Query] | None = None   # the last round's open pairs and candidates (`remaining`)
 
 
 def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
@@ -76,10 +77,10 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     for later rounds [adaptive_sips_open.sql]; each user's first m of them whose key no round noised yet,
     in that truncation's order (its `salt`) [adaptive_sips_unnoised_pairs.sql, _candidates.sql,
     _unnoised.sql, _unsettled.sql], get their keys' earlier noise now (`noise_late`); a user cut at m with
-    fewer than Δ0 of those in play before the cut gets all of them (a second pass). The result
-    [adaptive_sips_remaining_open.sql] R'_u ⊆ R_u holds every pair of R_u ordered before u's cut, Δ0 of
-    them when a cut was made (else R'_u = R_u), so the truncation keeps the same Δ0 first pairs of R_u
-    (ties included) with the same d."""
+    fewer than Δ0 of those in play before the cut gets all of them (a second pass). The result, the open
+    pairs noised before and the candidates, in play [adaptive_sips_remaining_open.sql], is R'_u ⊆ R_u: it
+    holds every pair of R_u ordered before u's cut, Δ0 of them when a cut was made (else R'_u = R_u), so
+    the truncation keeps the same Δ0 first pairs of R_u (ties included) with the same d."""
     if state is None:
         return engine.query("adaptive_sips_first", {"pairs": engine.table_name(pairs)})
     ctx = engine.ctx
@@ -91,9 +92,10 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     limit = candidate_limit(delta0, lazy.params["a_drop"], len(lazy.rounds))
     before = lazy.open
     opened = engine.store(engine.query("adaptive_sips_open", {
-        "pairs": engine.table_name(pairs if before is None else before), "state": table,
+        "pairs": engine.table_name(pairs if before is None else before[0]), "state": table,
         "match": ctx.key_match("p", "s"), "exclude": "" if before is None else " EXCLUDE (_dp_level)"}), "open")
-    lazy.open = opened
+    if before is not None:            # the last round's open pairs and candidates, in one statement
+        ctx.drop(*(engine.table_name(frame) for frame in before))
     idents = {"open": engine.table_name(opened), "hashed": engine.truncation_hashed(), "users": ""}
     order = {"trunc_salt": salt}                # the salt of the truncation that follows (round_vectors)
 
@@ -102,6 +104,7 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         return engine.query("adaptive_sips_candidates", {"unnoised": unnoised.sql},
                             unnoised.params | {"candidates": limit})
     candidates = engine.store_by_user_part(candidates_of, "candidates")
+    lazy.open = (opened, candidates)
     name = engine.table_name(candidates)
     noise_late(engine, name, table, lazy)
     unsettled = engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
@@ -112,12 +115,12 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         stored = engine.store(unsettled, "unsettled")
         every = engine.query("adaptive_sips_unnoised_pairs", idents | {
             "users": f" WHERE _dp_user IN (SELECT _dp_user FROM {engine.table_name(stored)})"}, order)
-        ctx.con.execute(f"INSERT INTO {name} {every.sql}", every.params)
+        ctx.con.execute(f"INSERT INTO {name} SELECT e.* FROM ({every.sql}) AS e ANTI JOIN {name} AS c "
+                        f"ON e._dp_user = c._dp_user AND {ctx.key_match('e', 'c')}", every.params)
         noise_late(engine, name, table, lazy)
         engine.drop(stored)
-    ctx.drop(name, *([] if before is None else [engine.table_name(before)]))   # the last round's open pairs too
-    return engine.query("adaptive_sips_remaining_open", {"open": engine.table_name(opened), "state": table,
-                                                         "match": ctx.key_match("o", "s")})
+    return engine.query("adaptive_sips_remaining_open", {"open": engine.table_name(opened), "candidates": name,
+                                                         "state": table, "match": ctx.key_match("c", "s")})
 
 
 def noise_late(engine: DuckDBStages, candidates: str, state: str, lazy: LazyRounds) -> None:

@@ -9,10 +9,17 @@ WHERE s._dp_level IS NULL OR s._dp_level > 0
 
 -- rendering 3 of 5; binds $candidates=70, $trunc_salt=4495534904771661033
 CREATE TEMP TABLE "_duckdp_000000000000_candidates4" AS
-SELECT * FROM (
+WITH unnoised AS (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
 FROM (SELECT * EXCLUDE (_dp_level) FROM "_duckdp_000000000000_open3" WHERE _dp_level IS NULL) AS unnoised
-) AS ordered
+), sizes AS (        -- each user's count of pairs not noised yet
+  SELECT _dp_user, count(*) AS _dp_size FROM unnoised GROUP BY _dp_user
+), sized AS (
+  SELECT unnoised.*, sizes._dp_size FROM unnoised JOIN sizes USING (_dp_user)
+)
+SELECT * EXCLUDE (_dp_size) FROM sized WHERE _dp_size <= $candidates
+UNION ALL
+SELECT * EXCLUDE (_dp_size) FROM sized WHERE _dp_size > $candidates
 QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY _dp_order) <= $candidates
 
 -- rendering 4 of 5; binds none
@@ -22,8 +29,15 @@ WHERE s._dp_level IS NULL OR s._dp_level > 0
 
 -- rendering 5 of 5; binds $candidates=73, $trunc_salt=4427371557954821508
 CREATE TEMP TABLE "_duckdp_000000000000_candidates8" AS
-SELECT * FROM (
+WITH unnoised AS (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
 FROM (SELECT * EXCLUDE (_dp_level) FROM "_duckdp_000000000000_open7" WHERE _dp_level IS NULL) AS unnoised
-) AS ordered
+), sizes AS (        -- each user's count of pairs not noised yet
+  SELECT _dp_user, count(*) AS _dp_size FROM unnoised GROUP BY _dp_user
+), sized AS (
+  SELECT unnoised.*, sizes._dp_size FROM unnoised JOIN sizes USING (_dp_user)
+)
+SELECT * EXCLUDE (_dp_size) FROM sized WHERE _dp_size <= $candidates
+UNION ALL
+SELECT * EXCLUDE (_dp_size) FROM sized WHERE _dp_size > $candidates
 QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY _dp_order) <= $candidates
