@@ -23,7 +23,6 @@ in benchmarks/RESULTS.md, "adaptive SIPS speed (stop 28)".
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,9 +35,8 @@ from ...stages import Query
 from ...stages.base import Rule
 from ...stages.duckdb import DuckDBStages, merge
 from ..base import Params, RoundPlan
+from ..candidates import candidate_limit as limit_for
 from . import state_rule
-
-SLACK = 64          # candidates beyond the expected need: a user's R̃_u almost always lies among them
 
 
 @dataclass
@@ -62,10 +60,8 @@ def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
 def candidate_limit(delta0: int, a_drop: float, rounds: int) -> int:
     """How many open pairs per user `remaining` takes first: about twice what Δ0 keys in play need when
     no key was noised yet (after r rounds a pure-noise key is in play with probability P(z ≥ a_drop)^r),
-    plus SLACK. Any limit ≥ 1 gives the same R̃_u (a user it cuts short gets a second pass); this one
-    makes the second pass rare."""
-    survive = float(ndtr(-a_drop)) ** rounds
-    return math.ceil(2 * delta0 / max(survive, 1e-9)) + SLACK
+    plus SLACK (mechanisms/candidates.py: any limit ≥ 1 gives the same R̃_u)."""
+    return limit_for(delta0, float(ndtr(-a_drop)) ** rounds)
 
 
 def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int,
