@@ -7,6 +7,7 @@ CPU saving. Both arms must give the same seeded release first.
 
     git -C . archive <old commit> | tar -x -C /tmp/old
     python benchmarks/ab_checkouts.py --old /tmp/old --rows 10000000 --key-type bigint --algos mad --repeat 5
+    python benchmarks/ab_checkouts.py --old /tmp/old --rows 2000000 --heavy 2000000 --algos adaptive_sips
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--algos", nargs="+", default=["mad", "mad2r", "adaptive_sips"])
+    ap.add_argument("--heavy", type=int, default=0, help="add one user (−1) holding this many distinct keys "
+                    "(1..N, as ab_lazy_noise.py), BIGINT keys only")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="duckdp_ab_") as folder:
@@ -58,6 +61,11 @@ def main(argv: list[str] | None = None) -> None:
         keys, rebuild = KEY_TYPES[args.key_type]
         select = (rebuild or "SELECT * FROM synth").replace("FROM synth", "FROM synth_bigint")
         con.execute("CREATE TABLE synth AS " + select)
+        if args.heavy:
+            if args.key_type != "bigint":
+                raise SystemExit("--heavy needs --key-type bigint")
+            con.execute("INSERT INTO synth BY NAME SELECT -1 AS user_id, range AS item FROM range(1, $n + 1)",
+                        {"n": args.heavy})
         con.execute(f"SET threads = {int(args.threads)}")
         floor_sql = FLOOR_SQL.format(keys=", ".join(keys), delta0=DELTA0)
         floor_params = {"salt": 0x1234_5678_9ABC_DEF0, "threshold": FLOOR_THRESHOLD}
@@ -77,7 +85,8 @@ def main(argv: list[str] | None = None) -> None:
 
         res, loads = paired(args.repeat, lambda: con.sql(floor_sql, params=floor_params).to_arrow_table(),
                             args.algos, ("old", "new"), release)
-    report(res, loads, f"{args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
+    heavy = f" + one user with {args.heavy:,} keys" if args.heavy else ""
+    report(res, loads, f"{args.rows:,} rows{heavy}, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
            f"DuckDB {duckdb.__version__}", args.algos)
 
 
