@@ -1,9 +1,9 @@
 """How many open pairs per user a lazy-noise round ranks first (MAD2R and adaptive SIPS on DuckDB).
 
 Both draw the noise of keys no user kept only where a truncation needs it: each user's first m pairs
-not noised yet, in the truncation's order, get their noise; a user cut at m with fewer than Δ0 of them
-still in play gets a second pass over all of theirs. Any m ≥ 1 gives the same release; m only sets how
-often the second pass runs.
+not noised yet (adaptive SIPS: about m, under an order threshold), in the truncation's order, get their
+noise; a user cut there with fewer than Δ0 of them still in play gets a second pass over all of theirs.
+Any m ≥ 1 gives the same release; m only sets how often the second pass runs.
 """
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
 
 
 def candidate_limit(delta0: int, a_drop: float, rounds: int) -> int:
-    """How many open pairs per user `remaining` takes first: about twice what Δ0 keys in play need when
+    """About how many open pairs per user `remaining` takes first: about twice what Δ0 keys in play need when
     no key was noised yet (after r rounds a pure-noise key is in play with probability P(z ≥ a_drop)^r),
     plus SLACK (mechanisms/candidates.py: any limit ≥ 1 gives the same R̃_u)."""
     return limit_for(delta0, float(ndtr(-a_drop)) ** rounds)
@@ -70,10 +70,11 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     else the pairs whose key is in play in `state` [adaptive_sips_remaining.sql]. With `lazy` (module
     docstring) the same over a state first completed where the truncation that follows needs it: the
     open pairs (key not out of play) are stored with their levels, one join a round, and replace the pairs
-    for later rounds [adaptive_sips_open.sql]; each user's first m of them whose key no round noised yet,
-    in that truncation's order (its `salt`) [adaptive_sips_unnoised_pairs.sql, _candidates.sql,
-    _unnoised.sql, _unsettled.sql], get their keys' earlier noise now (`noise_late`); a user cut at m with
-    fewer than Δ0 of those in play before the cut gets all of them (a second pass). The result, the open
+    for later rounds [adaptive_sips_open.sql]; each user's first of them whose key no round noised yet,
+    in that truncation's order (its `salt`; all n of them when n ≤ m, else about m, a prefix of the
+    order under a threshold) [adaptive_sips_unnoised_pairs.sql, _candidates.sql, _unnoised.sql,
+    _unsettled.sql], get their keys' earlier noise now (`noise_late`); a user cut with fewer than Δ0 of
+    those in play before the cut gets all of them (a second pass). The result, the open
     pairs noised before and the candidates, in play [adaptive_sips_remaining_open.sql], is R'_u ⊆ R_u: it
     holds every pair of R_u ordered before u's cut, Δ0 of them when a cut was made (else R'_u = R_u), so
     the truncation keeps the same Δ0 first pairs of R_u (ties included) with the same d."""
@@ -105,13 +106,13 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     noise_late(engine, name, table, lazy)
     unsettled = engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
                                                          "match": ctx.key_match("c", "s")},
-                             {"candidates": limit, "max_contributions": delta0})
+                             {"max_contributions": delta0})
     (count,), = ctx.con.execute(f"SELECT count(*) FROM ({unsettled.sql})", unsettled.params).fetchall()
     if count:            # rare: their R̃_u may lie past the cut: all of theirs (stored before `name` grows)
         stored = engine.store(unsettled, "unsettled")
         every = engine.query("adaptive_sips_unnoised_pairs", idents | {
             "users": f" WHERE _dp_user IN (SELECT _dp_user FROM {engine.table_name(stored)})"}, order)
-        ctx.con.execute(f"INSERT INTO {name} SELECT e.* FROM ({every.sql}) AS e ANTI JOIN {name} AS c "
+        ctx.con.execute(f"INSERT INTO {name} BY NAME SELECT e.* FROM ({every.sql}) AS e ANTI JOIN {name} AS c "
                         f"ON e._dp_user = c._dp_user AND {ctx.key_match('e', 'c')}", every.params)
         noise_late(engine, name, table, lazy)
         engine.drop(stored)

@@ -12,15 +12,12 @@ CREATE TEMP TABLE "_duckdp_000000000000_candidates4" AS
 WITH unnoised AS (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
 FROM (SELECT * EXCLUDE (_dp_level) FROM "_duckdp_000000000000_open3" WHERE _dp_level IS NULL) AS unnoised
-), sizes AS (        -- each user's count of pairs not noised yet
-  SELECT _dp_user, count(*) AS _dp_size FROM unnoised GROUP BY _dp_user
-), sized AS (
-  SELECT unnoised.*, sizes._dp_size FROM unnoised JOIN sizes USING (_dp_user)
+), sizes AS (        -- each user's count of pairs not noised yet, and the first of them
+  SELECT _dp_user, count(*) AS _dp_size, min(_dp_order) AS _dp_first FROM unnoised GROUP BY _dp_user
 )
-SELECT * EXCLUDE (_dp_size) FROM sized WHERE _dp_size <= $candidates
-UNION ALL
-SELECT * EXCLUDE (_dp_size) FROM sized WHERE _dp_size > $candidates
-QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY _dp_order) <= $candidates
+SELECT u.*, s._dp_size > $candidates AS _dp_cut FROM unnoised AS u JOIN sizes AS s USING (_dp_user)
+WHERE s._dp_size <= $candidates OR u._dp_order = s._dp_first
+   OR u._dp_order::DOUBLE < $candidates::DOUBLE / s._dp_size * 18446744073709551616.0
 
 -- rendering 4 of 5; binds none
 CREATE TEMP TABLE "_duckdp_000000000000_open7" AS
@@ -32,12 +29,9 @@ CREATE TEMP TABLE "_duckdp_000000000000_candidates8" AS
 WITH unnoised AS (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
 FROM (SELECT * EXCLUDE (_dp_level) FROM "_duckdp_000000000000_open7" WHERE _dp_level IS NULL) AS unnoised
-), sizes AS (        -- each user's count of pairs not noised yet
-  SELECT _dp_user, count(*) AS _dp_size FROM unnoised GROUP BY _dp_user
-), sized AS (
-  SELECT unnoised.*, sizes._dp_size FROM unnoised JOIN sizes USING (_dp_user)
+), sizes AS (        -- each user's count of pairs not noised yet, and the first of them
+  SELECT _dp_user, count(*) AS _dp_size, min(_dp_order) AS _dp_first FROM unnoised GROUP BY _dp_user
 )
-SELECT * EXCLUDE (_dp_size) FROM sized WHERE _dp_size <= $candidates
-UNION ALL
-SELECT * EXCLUDE (_dp_size) FROM sized WHERE _dp_size > $candidates
-QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY _dp_order) <= $candidates
+SELECT u.*, s._dp_size > $candidates AS _dp_cut FROM unnoised AS u JOIN sizes AS s USING (_dp_user)
+WHERE s._dp_size <= $candidates OR u._dp_order = s._dp_first
+   OR u._dp_order::DOUBLE < $candidates::DOUBLE / s._dp_size * 18446744073709551616.0

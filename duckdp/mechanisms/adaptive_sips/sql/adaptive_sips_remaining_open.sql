@@ -9,5 +9,5 @@
 -- params:
 SELECT * FROM {open} WHERE _dp_level > 0
 UNION ALL
-SELECT c.* EXCLUDE (_dp_order), s._dp_level FROM {candidates} AS c JOIN {state} AS s ON {match}
+SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM {candidates} AS c JOIN {state} AS s ON {match}
 WHERE s._dp_level > 0
