@@ -5,10 +5,10 @@
 -- when a cut was made.
 -- idents: candidates, state, match
 -- params: max_contributions
-WITH c AS (          -- each candidate pair with its key's level
-  SELECT c._dp_user, c._dp_order, c._dp_cut, s._dp_level FROM {candidates} AS c JOIN {state} AS s ON {match}
-), cut AS (          -- users cut, with the order of their last candidate
-  SELECT _dp_user, max(_dp_order) AS _dp_last FROM c GROUP BY _dp_user HAVING bool_or(_dp_cut)
+WITH c AS (          -- each candidate pair of a cut user with its key's level
+  SELECT c._dp_user, c._dp_order, s._dp_level FROM {candidates} AS c JOIN {state} AS s ON {match} WHERE c._dp_cut
+), cut AS (          -- the cut users, with the order of their last candidate
+  SELECT _dp_user, max(_dp_order) AS _dp_last FROM c GROUP BY _dp_user
 )
 SELECT _dp_user FROM cut JOIN c USING (_dp_user)
 GROUP BY _dp_user, _dp_last
