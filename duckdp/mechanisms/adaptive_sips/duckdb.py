@@ -84,16 +84,25 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     table = engine.table_name(state)
     if lazy is None:
         return engine.query("adaptive_sips_remaining", {"pairs": engine.table_name(pairs), "state": table,
-                                                        "match": ctx.key_match("p", "s")})
+                                                        "match": ctx.key_match("p", "s"), "exclude": ""})
     delta0 = lazy.params.delta0
     limit = candidate_limit(delta0, lazy.params["a_drop"], len(lazy.rounds))
     before = lazy.open
-    opened = engine.store(engine.query("adaptive_sips_open", {
-        "pairs": engine.table_name(pairs if before is None else before[0]), "state": table,
-        "match": ctx.key_match("p", "s"), "exclude": "" if before is None else " EXCLUDE (_dp_level)"}), "open")
-    if before is not None:            # the last round's open pairs and candidates, in one statement
-        ctx.drop(*(engine.table_name(frame) for frame in before))
-    idents = {"open": engine.table_name(opened), "hashed": engine.truncation_hashed(), "users": ""}
+    if before is not None and len(lazy.rounds) == lazy.params["iterations"] - 1:
+        # the last round carries nothing on: its candidates and R'_u read the round before's open pairs,
+        # with the state joined where they are read (no table of open pairs to write)
+        prior = engine.table_name(before[0])
+        source = (f"(SELECT p.* FROM {prior} AS p ANTI JOIN {table} AS s ON {ctx.key_match('p', 's')} "
+                  "WHERE p._dp_level IS NULL) AS o")
+        opened = None
+    else:
+        opened = engine.store(engine.query("adaptive_sips_open", {
+            "pairs": engine.table_name(pairs if before is None else before[0]), "state": table,
+            "match": ctx.key_match("p", "s"), "exclude": "" if before is None else " EXCLUDE (_dp_level)"}), "open")
+        if before is not None:        # the round before's open pairs and candidates, in one statement
+            ctx.drop(*(engine.table_name(frame) for frame in before))
+        source = engine.table_name(opened)
+    idents = {"open": source, "hashed": engine.truncation_hashed(), "users": ""}
     order = {"trunc_salt": salt}                # the salt of the truncation that follows (round_vectors)
 
     def candidates_of(users: str, part: dict) -> Query:   # one user-hash part's candidates
@@ -101,7 +110,8 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         return engine.query("adaptive_sips_candidates", {"unnoised": unnoised.sql},
                             unnoised.params | {"candidates": limit})
     candidates = engine.store_by_user_part(candidates_of, "candidates")
-    lazy.open = (opened, candidates)
+    if opened is not None:
+        lazy.open = (opened, candidates)
     name = engine.table_name(candidates)
     noise_late(engine, name, table, lazy)
     unsettled = engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
@@ -116,7 +126,10 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
                         f"ON e._dp_user = c._dp_user AND {ctx.key_match('e', 'c')}", every.params)
         noise_late(engine, name, table, lazy)
         engine.drop(stored)
-    return engine.query("adaptive_sips_remaining_open", {"open": engine.table_name(opened), "candidates": name,
+    if opened is None:                # the last round: the round before's open pairs in play now
+        return engine.query("adaptive_sips_remaining", {"pairs": prior, "exclude": " EXCLUDE (_dp_level)",
+                                                        "state": table, "match": ctx.key_match("p", "s")})
+    return engine.query("adaptive_sips_remaining_open", {"open": source, "candidates": name,
                                                          "state": table, "match": ctx.key_match("c", "s")})
 
 
