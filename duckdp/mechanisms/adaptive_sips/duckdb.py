@@ -17,9 +17,10 @@ Lazy rounds ≥ 2 also carry the open pairs (key not yet out of play: out keys n
 to round in one stored table with each key's level, so a round joins the state once with the pairs
 still open, where it joined every pair twice (for the candidates and for R_u), and R_u's pairs not
 noised before the round come from the candidates alone (a heavy user's millions of open pairs are
-not joined again); the last round carries nothing on, so it reads the round before's open pairs. The truncation keeps the same pairs as before, so releases are unchanged
-(tests/test_lazy_noise.py: lazy = eager bit for bit; tests/test_pinned_releases.py); the time saved is
-in benchmarks/RESULTS.md, "adaptive SIPS speed (stop 28)".
+not joined again); the last round carries nothing on, so it reads the round before's open pairs.
+The truncation keeps the same pairs as before, so releases are unchanged (tests/test_lazy_noise.py:
+lazy = eager bit for bit; tests/test_pinned_releases.py); the time saved is in benchmarks/RESULTS.md,
+"adaptive SIPS speed (stop 28)".
 """
 from __future__ import annotations
 
