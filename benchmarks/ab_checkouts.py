@@ -7,6 +7,7 @@ CPU saving. Both arms must give the same seeded release first.
 
     git -C . archive <old commit> | tar -x -C /tmp/old
     python benchmarks/ab_checkouts.py --old /tmp/old --rows 10000000 --key-type bigint --algos mad --repeat 5
+    python benchmarks/ab_checkouts.py --old /tmp/old --rows 2000000 --heavy 2000000 --algos adaptive_sips
 """
 from __future__ import annotations
 
@@ -48,11 +49,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--algos", nargs="+", default=["mad", "mad2r", "adaptive_sips"])
+    ap.add_argument("--heavy", type=int, default=0, help="add one user (−1) holding this many distinct keys "
+                    "(1..N, as ab_lazy_noise.py), BIGINT keys only")
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="duckdp_ab_") as folder:
         packages = {"old": import_old(args.old, Path(folder)), "new": duckdp}
         con, floor = synthetic_with_floor(args.rows, args.key_type, args.threads)
+        if args.heavy:
+            if args.key_type != "bigint":
+                raise SystemExit("--heavy needs --key-type bigint")
+            con.execute("INSERT INTO synth BY NAME SELECT -1 AS user_id, range AS item FROM range(1, $n + 1)",
+                        {"n": args.heavy})
 
         def release(name: str, algo: str, seed: int | None = None) -> Any:
             return packages[name].select(con, "synth", algo=algo, rho=0.1, delta=1e-5, max_contributions=DELTA0,
@@ -67,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
                 raise SystemExit(f"{algo}: old and new seeded releases differ")
 
         res, loads = paired(args.repeat, floor, args.algos, ("old", "new"), release)
-    report(res, loads, f"{args.rows:,} rows, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
+    heavy = f" + one user with {args.heavy:,} keys" if args.heavy else ""
+    report(res, loads, f"{args.rows:,} rows{heavy}, {args.key_type}, threads {args.threads}, {args.repeat} repeats, "
            f"DuckDB {duckdb.__version__}", args.algos)
 
 

@@ -133,6 +133,16 @@ def test_second_pass_for_users_cut_short(con, monkeypatch):
     assert len(passes) == 3
 
 
+def test_first_pair_is_always_a_candidate(con, monkeypatch):
+    """Candidate limit 0: the order threshold keeps no pair, so each user's candidates are their first
+    pair alone (a user with none would be missed: its first pairs never noised, R'_u short of R_u), and
+    every user with pairs not noised yet is cut and goes through the second pass."""
+    _table(con, string_keys=False)
+    eager = _trace(con, False, 4, 1.0)
+    monkeypatch.setattr(own, "candidate_limit", lambda *args: 0)
+    _same(eager, _trace(con, True, 4, 1.0))
+
+
 def _mark_unseeded(monkeypatch):
     """Seeded randomness marked unseeded: the key-id counters (the unseeded path's) with reproducible draws."""
     init = Randomness.__init__

@@ -12,10 +12,18 @@ decision reads only draws that eager noise makes too, so the release is the same
 data and the PRF key (bit-identical under a seed; the same distribution unseeded). Only where
 counters do not depend on which keys a round noises: integer keys and key ids. Digest counters rank
 collisions among the keys present (noise_stage.py), so seeded non-integer keys stay eager.
+
+Lazy rounds ≥ 2 also carry the open pairs (key not yet out of play: out keys never return) from round
+to round in one stored table with each key's level, so a round joins the state once with the pairs
+still open, where it joined every pair twice (for the candidates and for R_u), and R_u's pairs not
+noised before the round come from the candidates alone (a heavy user's millions of open pairs are
+not joined again); the last round carries nothing on, so it reads the round before's open pairs.
+The truncation keeps the same pairs as before, so releases are unchanged (tests/test_lazy_noise.py:
+lazy = eager bit for bit; tests/test_pinned_releases.py); the time saved is in benchmarks/RESULTS.md,
+"adaptive SIPS speed (stop 28)".
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,9 +36,8 @@ from ...stages import Query
 from ...stages.base import Rule
 from ...stages.duckdb import DuckDBStages, merge
 from ..base import Params, RoundPlan
+from ..candidates import candidate_limit as limit_for
 from . import state_rule
-
-SLACK = 64          # candidates beyond the expected need: a user's R̃_u almost always lies among them
 
 
 @dataclass
@@ -39,6 +46,7 @@ class LazyRounds:
 
     params: Params
     rounds: list[tuple[int, float, str, Rule]] = field(default_factory=list)
+    open: tuple[Query, Query] | None = None   # the last round's open pairs and candidates (`remaining`)
 
 
 def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
@@ -51,57 +59,79 @@ def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
 
 
 def candidate_limit(delta0: int, a_drop: float, rounds: int) -> int:
-    """How many open pairs per user `remaining` takes first: about twice what Δ0 keys in play need when
+    """About how many open pairs per user `remaining` takes first: about twice what Δ0 keys in play need when
     no key was noised yet (after r rounds a pure-noise key is in play with probability P(z ≥ a_drop)^r),
-    plus SLACK. Any limit ≥ 1 gives the same R̃_u (a user it cuts short gets a second pass); this one
-    makes the second pass rare."""
-    survive = float(ndtr(-a_drop)) ** rounds
-    return math.ceil(2 * delta0 / max(survive, 1e-9)) + SLACK
+    plus SLACK (mechanisms/candidates.py: any limit ≥ 1 gives the same R̃_u)."""
+    return limit_for(delta0, float(ndtr(-a_drop)) ** rounds)
 
 
 def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int,
               lazy: LazyRounds | None = None) -> Query:
     """Step 1, R_u with `_dp_level`: every stored pair at level 1 in round 1 [adaptive_sips_first.sql],
     else the pairs whose key is in play in `state` [adaptive_sips_remaining.sql]. With `lazy` (module
-    docstring) the same over a state first completed where the truncation that follows needs it
-    [adaptive_sips_unnoised_pairs.sql, _candidates.sql, _unnoised.sql, _unsettled.sql]: each user's
-    first m pairs whose key no round noised yet, in that truncation's order (its `salt`), get
-    their keys' earlier noise now (`noise_late`); a user cut at m with fewer than Δ0 of those in play
-    before the cut gets all of them (a second pass). The result R'_u ⊆ R_u holds every pair of R_u
-    ordered before u's cut, Δ0 of them when a cut was made (else R'_u = R_u), so the truncation keeps
-    the same Δ0 first pairs of R_u (ties included) with the same d."""
+    docstring) the same over a state first completed where the truncation that follows needs it: the
+    open pairs (key not out of play) are stored with their levels, one join a round, and replace the pairs
+    for later rounds [adaptive_sips_open.sql]; each user's first of them whose key no round noised yet,
+    in that truncation's order (its `salt`; all n of them when n ≤ m, else about m, a prefix of the
+    order under a threshold) [adaptive_sips_unnoised_pairs.sql, _candidates.sql, _unnoised.sql,
+    _unsettled.sql], get their keys' earlier noise now (`noise_late`); a user cut with fewer than Δ0 of
+    those in play before the cut gets all of them (a second pass). The result, the open
+    pairs noised before and the candidates, in play [adaptive_sips_remaining_open.sql], is R'_u ⊆ R_u: it
+    holds every pair of R_u ordered before u's cut, Δ0 of them when a cut was made (else R'_u = R_u), so
+    the truncation keeps the same Δ0 first pairs of R_u (ties included) with the same d."""
     if state is None:
         return engine.query("adaptive_sips_first", {"pairs": engine.table_name(pairs)})
     ctx = engine.ctx
     table = engine.table_name(state)
-    if lazy is not None:
-        delta0 = lazy.params.delta0
-        limit = candidate_limit(delta0, lazy.params["a_drop"], len(lazy.rounds))
-        idents = {"pairs": engine.table_name(pairs), "state": table, "match": ctx.key_match("p", "s"),
-                  "hashed": engine.truncation_hashed(), "users": ""}
-        order = {"trunc_salt": salt}                # the salt of the truncation that follows (round_vectors)
+    if lazy is None:
+        return engine.query("adaptive_sips_remaining", {"pairs": engine.table_name(pairs), "state": table,
+                                                        "match": ctx.key_match("p", "s"), "exclude": ""})
+    delta0 = lazy.params.delta0
+    limit = candidate_limit(delta0, lazy.params["a_drop"], len(lazy.rounds))
+    before = lazy.open
+    if before is not None and len(lazy.rounds) == lazy.params["iterations"] - 1:
+        # the last round carries nothing on: its candidates and R'_u read the round before's open pairs,
+        # with the state joined where they are read (no table of open pairs to write)
+        prior = engine.table_name(before[0])
+        source = (f"(SELECT p.* FROM {prior} AS p ANTI JOIN {table} AS s ON {ctx.key_match('p', 's')} "
+                  "WHERE p._dp_level IS NULL) AS o")
+        opened = None
+    else:
+        opened = engine.store(engine.query("adaptive_sips_open", {
+            "pairs": engine.table_name(pairs if before is None else before[0]), "state": table,
+            "match": ctx.key_match("p", "s"), "exclude": "" if before is None else " EXCLUDE (_dp_level)"}), "open")
+        if before is not None:        # the round before's open pairs and candidates, in one statement
+            ctx.drop(*(engine.table_name(frame) for frame in before))
+        source = engine.table_name(opened)
+    idents = {"open": source, "hashed": engine.truncation_hashed(), "users": ""}
+    order = {"trunc_salt": salt}                # the salt of the truncation that follows (round_vectors)
 
-        def candidates_of(users: str, part: dict) -> Query:   # one user-hash part's candidates
-            unnoised = engine.query("adaptive_sips_unnoised_pairs", idents | {"users": users}, order | part)
-            return engine.query("adaptive_sips_candidates", {"unnoised": unnoised.sql},
-                                unnoised.params | {"candidates": limit})
-        candidates = engine.store_by_user_part(candidates_of, "candidates")
-        name = engine.table_name(candidates)
+    def candidates_of(users: str, part: dict) -> Query:   # one user-hash part's candidates
+        unnoised = engine.query("adaptive_sips_unnoised_pairs", idents | {"users": users}, order | part)
+        return engine.query("adaptive_sips_candidates", {"unnoised": unnoised.sql},
+                            unnoised.params | {"candidates": limit})
+    candidates = engine.store_by_user_part(candidates_of, "candidates")
+    if opened is not None:
+        lazy.open = (opened, candidates)
+    name = engine.table_name(candidates)
+    noise_late(engine, name, table, lazy)
+    unsettled = engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
+                                                         "match": ctx.key_match("c", "s")},
+                             {"max_contributions": delta0})
+    (count,), = ctx.con.execute(f"SELECT count(*) FROM ({unsettled.sql})", unsettled.params).fetchall()
+    if count:            # rare: their R̃_u may lie past the cut: all of theirs (stored before `name` grows)
+        stored = engine.store(unsettled, "unsettled")
+        every = engine.query("adaptive_sips_unnoised_pairs", idents | {
+            "users": f" WHERE _dp_user IN (SELECT _dp_user FROM {engine.table_name(stored)})"}, order)
+        ctx.con.execute(f"INSERT INTO {name} BY NAME SELECT e.* FROM ({every.sql}) AS e ANTI JOIN {name} AS c "
+                        f"ON e._dp_user = c._dp_user AND {ctx.key_match('e', 'c')}", every.params)
         noise_late(engine, name, table, lazy)
-        unsettled = engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
-                                                             "match": ctx.key_match("c", "s")},
-                                 {"candidates": limit, "max_contributions": delta0})
-        (count,), = ctx.con.execute(f"SELECT count(*) FROM ({unsettled.sql})", unsettled.params).fetchall()
-        if count:            # rare: their R̃_u may lie past the cut: all of theirs (stored before `name` grows)
-            stored = engine.store(unsettled, "unsettled")
-            every = engine.query("adaptive_sips_unnoised_pairs", idents | {
-                "users": f" WHERE _dp_user IN (SELECT _dp_user FROM {engine.table_name(stored)})"}, order)
-            ctx.con.execute(f"INSERT INTO {name} {every.sql}", every.params)
-            noise_late(engine, name, table, lazy)
-            engine.drop(stored)
-        engine.drop(candidates)
-    return engine.query("adaptive_sips_remaining", {"pairs": engine.table_name(pairs), "state": table,
-                                                    "match": ctx.key_match("p", "s")})
+        engine.drop(stored)
+    if opened is None:                # the last round: the round before's open pairs in play now
+        return engine.query("adaptive_sips_remaining", {"pairs": prior, "exclude": " EXCLUDE (_dp_level)",
+                                                        "state": table, "match": ctx.key_match("p", "s")})
+    return engine.query("adaptive_sips_remaining_open", {"open": source, "candidates": name,
+                                                         "state": table, "match": ctx.key_match("c", "s")})
 
 
 def noise_late(engine: DuckDBStages, candidates: str, state: str, lazy: LazyRounds) -> None:
@@ -181,12 +211,14 @@ def state(engine: DuckDBStages, remaining: Query, vectors: Query, state: Query |
         return mask, columns
 
     target = ctx.temp_table("state")
-    ctx.execute("adaptive_sips_state", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
-    engine.decide_into(universe, plan, counted, lambda decided: ctx.execute(    # the decisions go into the state
-        "adaptive_sips_decided", {"target": target, "decided": decided, "keys": keys}, {"round": index}), tag)
-    if state is not None:             # the keys earlier rounds released (lazy: every key out) stay
+    if state is None:                 # round 1: created empty, typed like the input's keys
+        ctx.execute("adaptive_sips_state", {"target": target, "universe": universe.sql, "keys": keys},
+                    universe.params)
+    else:                             # from the keys earlier rounds released (lazy: every key out), which stay
         ctx.execute("adaptive_sips_carry" if lazy is None else "adaptive_sips_carry_out",
                     {"target": target, "state": engine.table_name(state), "keys": keys}, {})
+    engine.decide_into(universe, plan, counted, lambda decided: ctx.execute(    # the decisions go into the state
+        "adaptive_sips_decided", {"target": target, "decided": decided, "keys": keys}, {"round": index}), tag)
     return engine.table(target), sum(released)
 
 

@@ -22,7 +22,6 @@ the truncation keeps none after it, so every user's kept pairs, d and weights ar
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from scipy.special import ndtr
@@ -32,9 +31,9 @@ from ...stages import Query
 from ...stages.base import Rule
 from ...stages.duckdb import DuckDBStages, merge
 from ..base import RoundPlan
+from ..candidates import candidate_limit as limit_for
 from . import screen_exceptions
 
-SLACK = 64          # candidates beyond the expected need: a user's R̃_u almost always lies among them
 # Lazy round 1 pays from about this share of the stored pairs beyond each user's first m candidates on (crossover
 # measured at 2M and 10M rows, 2 threads: benchmarks/RESULTS.md, "MAD2R lazy cost rule (stop 28)").
 LAZY_SHARE = 0.4
@@ -74,10 +73,8 @@ def mad2r_lazy(engine: DuckDBStages, pairs: Query, max_contributions: int, plan1
 def candidate_limit(max_contributions: int, plan1: RoundPlan, plan2: RoundPlan) -> int:
     """How many pairs not noised yet `noise_late` screens first per user: about twice what Δ0 pairs of
     R_u need (a key of weight 0 stays for round 2 when σ1·z + c_U·σ1 ≥ T2, probability
-    Φ((c_U·σ1 − T2)/σ1)), plus SLACK. Any limit ≥ 1 gives the same R̃_u (a user it cuts short gets a
-    second pass); this one makes the second pass rare."""
-    stay = float(ndtr((plan2.extra.upper - plan2.threshold) / plan1.scale))
-    return math.ceil(2 * max_contributions / max(stay, 1e-9)) + SLACK
+    Φ((c_U·σ1 − T2)/σ1)), plus SLACK (mechanisms/candidates.py: any limit ≥ 1 gives the same R̃_u)."""
+    return limit_for(max_contributions, float(ndtr((plan2.extra.upper - plan2.threshold) / plan1.scale)))
 
 
 def mad_vectors(engine: DuckDBStages, kept: Query) -> Query:
