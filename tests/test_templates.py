@@ -47,8 +47,12 @@ def test_every_template_is_used_and_every_reference_exists():
 
 def test_truncation_window_is_written_once():
     """The truncation order (each user's Δ0 pairs first in the keyed hash, ties on the key) lives in one
-    window template (its keyed hash: stage_truncation_order.sql). sql/macros.sql (the shell file) aside."""
+    window template, its keyed hash in one fragment that every stage ordering pairs as a truncation will
+    fills in (DuckDBStages.truncation_order: MAD2R's and adaptive SIPS's lazy candidates). sql/macros.sql
+    (the shell file) aside."""
     window = re.compile(r"row_number\(\)\s+OVER\s*\(\s*PARTITION\s+BY\s+_dp_user\s+ORDER\s+BY\s+"
                         r"(hash\(xor\(hash\(|row\(\{order\})", re.IGNORECASE)
     found = {name: len(window.findall(load(name).text)) for name in TEMPLATES}
     assert {name: n for name, n in found.items() if n} == {"stage_truncate_window": 1}
+    keyed = {name for name in TEMPLATES if "hash(xor(hash({hashed}), $trunc_salt))" in load(name).text}
+    assert keyed == {"stage_truncation_order"}

@@ -103,8 +103,9 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         if before is not None:        # the round before's open pairs and candidates, in one statement
             ctx.drop(*(engine.table_name(frame) for frame in before))
         source = engine.table_name(opened)
-    idents = {"open": source, "hashed": engine.truncation_hashed(), "users": ""}
-    order = {"trunc_salt": salt}                # the salt of the truncation that follows (round_vectors)
+    truncation = engine.truncation_order(salt)     # the order of the truncation that follows (round_vectors)
+    idents = {"open": source, "order": truncation.sql, "users": ""}
+    order = truncation.params
 
     def candidates_of(users: str, part: dict) -> Query:   # one user-hash part's candidates
         unnoised = engine.query("adaptive_sips_unnoised_pairs", idents | {"users": users}, order | part)
