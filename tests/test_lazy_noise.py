@@ -38,9 +38,11 @@ def con(con):
     return con
 
 
-def _table(con: duckdb.DuckDBPyConnection, string_keys: bool) -> None:
+def _table(con: duckdb.DuckDBPyConnection, string_keys: bool, tied: bool = False) -> None:
     """200 ordinary users with 2–12 keys among 0..299 (popular keys first), two heavy users: user −1
-    with keys 0..HEAVY_KEYS−1, user −2 with every third of them."""
+    with keys 0..HEAVY_KEYS−1, user −2 with every third of them. `tied`: key i as a HUGEINT whose DuckDB
+    hash equals key i ^ 1's ((j + 1)·2⁶⁴ + j + 2 and (j + 2)·2⁶⁴ + j + 1 for j = i // 2: a 128-bit
+    integer's hash combines its halves'), so truncation orders tie throughout."""
     rng = np.random.default_rng(5)
     users, items = [], []
     for u in range(200):
@@ -51,7 +53,9 @@ def _table(con: duckdb.DuckDBPyConnection, string_keys: bool) -> None:
     items += list(range(HEAVY_KEYS)) + list(range(0, HEAVY_KEYS, 3))
     keys = pa.array([f"k{i}" for i in items]) if string_keys else pa.array(items, pa.int64())
     con.register("_src", pa.table({"user_id": pa.array(users, pa.int64()), "item": keys}))
-    con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM _src")
+    item = ("CASE WHEN item % 2 = 0 THEN (item // 2 + 1)::HUGEINT * 18446744073709551616 + item // 2 + 2 "
+            "ELSE (item // 2 + 2)::HUGEINT * 18446744073709551616 + item // 2 + 1 END AS item") if tied else "item"
+    con.execute(f"CREATE OR REPLACE TABLE t AS SELECT user_id, {item} FROM _src")
     con.unregister("_src")
 
 
@@ -408,3 +412,18 @@ def test_mad2r_wrong_cut_is_caught(con, monkeypatch, break_):
     monkeypatch.setattr(DuckDBStages, "query", cut_everyone)
     with pytest.raises(AssertionError):
         _same_rounds(unpruned, _trace_mad2r(con, True, 1, 1.0, **STRESS))
+
+
+@pytest.mark.parametrize("truncation", ["per_user", "global"])
+def test_lazy_equals_eager_where_truncation_orders_tie(con, truncation):
+    """Keys in pairs with equal DuckDB hashes (HUGEINT, `_table(tied=True)`), so both truncations' keyed
+    orders tie throughout the heavy users' keys: the eager truncation breaks ties on the key, the lazy
+    candidates take tied pairs together and settle users on pairs strictly before their last one, so
+    lazy still equals eager bit for bit, for adaptive SIPS and MAD2R."""
+    _table(con, string_keys=False, tied=True)
+    assert con.sql("SELECT count(*) - count(DISTINCT hash(item)) FROM (SELECT DISTINCT item FROM t)").fetchall()[0][0] \
+        > HEAVY_KEYS // 3                                       # ties: not vacuous
+    _same(_trace(con, False, 1, 1.0, truncation), _trace(con, True, 1, 1.0, truncation))
+    _same_mad2r(_trace_mad2r(con, False, 2, 1.0, truncation=truncation),
+                _trace_mad2r(con, True, 2, 1.0, truncation=truncation))
+    assert leftovers(con) == []
