@@ -26,7 +26,7 @@ def remaining(engine: SparkStages, pairs: DataFrame, state: DataFrame | None, sa
     if state is None:
         return engine.template("adaptive_sips_first", {"pairs": pairs}, {})
     return engine.template("adaptive_sips_remaining", {"pairs": pairs, "state": state}, {},
-                           fragments={"match": engine.key_match("p", "s")})
+                           fragments={"match": engine.key_match("p", "s"), "exclude": ""})
 
 
 def vectors(engine: SparkStages, kept: DataFrame, cap: float) -> DataFrame:
