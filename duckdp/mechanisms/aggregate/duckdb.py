@@ -123,7 +123,7 @@ def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchRead
     counter's collision rank `_dp_rank` among these keys — streamed in key order, `BATCH_ROWS` keys at a time, so
     the driver holds one batch of candidates (not all of them) while the caller keeps the keys that pass the
     threshold: their measures are stage 5's. Ranks are computed in SQL only for digest counters, the ones two
-    keys can share (the candidates are stored once to rank them [agg_ranked.sql]); positional counters run on
+    keys can share (the candidates are stored once to rank them [sql/noise_scan_ranked.sql]); positional counters run on
     across batches, as `_positions` numbers a whole table."""
     ctx = engine.ctx
     kept = bound_keys(engine, plan, restrict(engine, plan, None))
@@ -136,7 +136,8 @@ def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchRead
                           merge(kept.params, {"shift": plan.pre_threshold - 1}))
     if ranked:
         table = engine.table_name(engine.store(counts, "candidates"))
-        return _candidates(ctx.reader("agg_ranked", {"table": table, "keys": ctx.key_aliases}, {}, BATCH_ROWS),
+        return _candidates(ctx.reader("noise_scan_ranked", {"table": table, "keys": ctx.key_aliases, "columns": "t.*",
+                                                            "order": f" ORDER BY {ctx.key_aliases}"}, {}, BATCH_ROWS),
                            ranked, positional)
     return _candidates(ctx.con.sql(counts.sql, params=counts.params).to_arrow_reader(BATCH_ROWS), ranked, positional)
 
