@@ -679,3 +679,22 @@ def test_row_sample_ties_follow_the_value_not_the_row_order(con):
                                           max_contributions=1, max_rows_per_key=m, seed=seed)
                          .to_arrow().column("s").to_pylist() for seed in range(12)])
     assert released[0] == released[1]
+
+
+@pytest.mark.parametrize("value_type", ["HUGEINT", "DECIMAL(38, 0)"])
+def test_single_row_sample_ties_follow_the_value_not_the_row_order(con, value_type):
+    """m = 1 keeps a pair's value of least keyed hash of (user, key, value) (`min_by`); two 128-bit values with
+    equal DuckDB hashes (2⁶⁴ + 2 and 2·2⁶⁴ + 1) tie, and min_by then kept the row that arrived first — an order
+    set by other users' rows and the threads. The same rows listed in either order must release the same sum
+    under every seed. Failed before the value broke the tie (m = 1: the released sums followed the row order)."""
+    con.execute("SET threads = 1")
+    a, b = 2**64 + 2, 2 * 2**64 + 1
+    released = []
+    for order in ((a, b), (b, a)):
+        con.execute(f"CREATE OR REPLACE TABLE r (user_id BIGINT, item VARCHAR, v {value_type})")
+        con.executemany("INSERT INTO r VALUES (1, 'k', ?)", [[x] for x in order])
+        released.append([duckdp.aggregate(con, "r", by="item", user_col="user_id", keys=["k"],
+                                          metrics={"s": ("sum", "v", 0, 2**66)}, rho=10.0, delta=1e-6,
+                                          max_contributions=1, max_rows_per_key=1, seed=seed)
+                         .to_arrow().column("s").to_pylist() for seed in range(4)])
+    assert released[0] == released[1]

@@ -96,11 +96,22 @@ def bound_keys(engine: DuckDBStages, plan: AggregatePlan, rows: Query) -> Query:
     seeded release is unchanged."""
     randomness = engine.ctx.randomness
     trunc_salt = randomness.salt()
-    idents = measure_idents(plan, engine.ctx.key_aliases, DUCKDB)
+    idents = measure_idents(plan, engine.ctx.key_aliases, DUCKDB, _hash_colliding(engine.ctx, plan))
     pairs = engine.query("agg_pairs", {"rows": rows.sql, "keys": engine.ctx.key_aliases, "ranks": idents["ranks"],
                                        "pair_measures": idents["pair_measures"]},
                          merge(rows.params, {"row_salt": randomness.salt()}))
     return engine.truncate(engine.sized(pairs), plan.max_contributions, salt=trunc_salt)
+
+
+def _hash_colliding(ctx: RunContext, plan: AggregatePlan) -> set[str]:
+    """The plan's value columns whose DuckDB hash can collide on distinct values: 128-bit types (HUGEINT,
+    UHUGEINT, DECIMAL wider than 18 digits; hash(2⁶⁴ + 2) = hash(2⁶⁵ + 1)). Integers up to 64 bits, narrower
+    decimals and floats hash injectively (a bijection of their bits; −0.0 and NaN are normalised), so only these
+    need the row sample's tie broken by the value (`measure_idents`). Schema only, no rows read."""
+    head = ctx.con.sql(f"SELECT * FROM {ctx.source.sql} LIMIT 0")
+    wanted = set(value_columns(plan))
+    return {c for c, t in zip(head.columns, head.types, strict=True) if c in wanted and (
+        t.id in ("hugeint", "uhugeint") or (t.id == "decimal" and int(str(dict(t.children)["precision"])) > 18))}
 
 
 def measures(engine: DuckDBStages, plan: AggregatePlan, kept: Query, keys: Query) -> pa.Table:
