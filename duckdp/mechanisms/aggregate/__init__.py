@@ -56,6 +56,13 @@ def pre_thresholded_selection(engine: Engine, own: ModuleType, mech: Mechanism, 
     return table, [Round.from_plan(0, round_plan, engine.num_rows(table))]
 
 
+def counters(table: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+    """The keys' PRF counters (`_dp_chi`, `_dp_clo`) of an Arrow table or batch as uint64 arrays."""
+    hi = table.column("_dp_chi").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+    lo = table.column("_dp_clo").to_numpy(zero_copy_only=False).astype(np.uint64)
+    return hi, lo
+
+
 def collision_ranks(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     """Collision rank of each key among keys with the same counter, in the (sorted) key order (counters.py)."""
     n = hi.size
