@@ -22,7 +22,7 @@ from . import mechanisms
 from .discrete import discrete_gaussian_array
 from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
-from .mechanisms.aggregate import collision_ranks, own_stages, pre_thresholded_selection
+from .mechanisms.aggregate import collision_ranks, counters, own_stages, pre_thresholded_selection
 from .mechanisms.base import Params, Round, RoundPlan
 from .privacy import auto_contributions
 from .privacy.accountant import Accountant, plan_hook
@@ -153,12 +153,6 @@ def _noise(randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray, sig
     return out
 
 
-def _counters(table: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
-    hi = table.column("_dp_chi").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
-    lo = table.column("_dp_clo").to_numpy(zero_copy_only=False).astype(np.uint64)
-    return hi, lo
-
-
 def _threshold(candidates: pa.RecordBatchReader, plan: AggregatePlan,
                randomness: Randomness) -> tuple[pa.Table, np.ndarray]:
     """keys="threshold" (spec §4.2): the candidate keys (`user_counts`' key-sorted batches, each key's counter,
@@ -171,7 +165,7 @@ def _threshold(candidates: pa.RecordBatchReader, plan: AggregatePlan,
     kept: list[pa.RecordBatch] = []
     users: list[np.ndarray] = []
     for batch in candidates:
-        hi, lo = _counters(batch)
+        hi, lo = counters(batch)
         c = batch.column("_dp_c").to_numpy(zero_copy_only=False).astype(np.int64)
         ranks = batch.column("_dp_rank").to_numpy(zero_copy_only=False).astype(np.int64)
         noisy_c = c + _noise(randomness, THRESHOLD_TAG, hi, lo, t.sigma, ranks)      # spec §4.2
@@ -291,7 +285,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             rows = own.restrict(stages, plan, keyset)
             kept = own.bound_keys(stages, plan, rows)          # one pass over the rows: pairs carry their sums
             true = own.measures(stages, plan, kept, keyset)
-        hi, lo = _counters(true)
+        hi, lo = counters(true)
         noisy: dict[tuple[str, str], np.ndarray] = {}
         for i, m in enumerate(plan.measures):
             if m.tag == THRESHOLD_TAG:

@@ -94,8 +94,8 @@ def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: st
         table = ctx.temp_table("noise")
         ctx.execute("noise_weights", {"target": table, "weighted": weights_sql, "keys": ctx.key_aliases,
                                       "counter_hi": hi, "counter_lo": lo}, weights_params)
-        text, bound = ctx.render("noise_scan_ranked", {"table": table, "keys": ctx.key_aliases,
-                                                       "key_output": key_output}, {})
+        text, bound = ctx.render("noise_scan_ranked", {"table": table, "keys": ctx.key_aliases, "order": "",
+                                                       "columns": f"{key_output}, t._dp_w, t._dp_chi, t._dp_clo"}, {})
     else:
         counters = "" if positional or from_key else f", {hi} AS _dp_chi, {lo} AS _dp_clo"
         text, bound = ctx.render("noise_scan", {"weighted": weights_sql, "key_output": key_output,

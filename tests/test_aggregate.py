@@ -16,9 +16,8 @@ import pytest
 import duckdp
 from duckdp import cli
 from duckdp.errors import BudgetExceeded, InvalidParameter, SchemaError
-from duckdp.group_by import _counters
 from duckdp.lifecycle import open_run
-from duckdp.mechanisms.aggregate import collision_ranks, pre_thresholded_selection
+from duckdp.mechanisms.aggregate import collision_ranks, counters, pre_thresholded_selection
 from duckdp.mechanisms.aggregate import duckdb as stages_sql
 from duckdp.mechanisms.base import Params
 from duckdp.privacy.aggregate import THRESHOLD_TAG, Metric, finish, finish_mean, plan_aggregate
@@ -153,8 +152,8 @@ def test_threshold_mode_streams_its_candidates_in_batches_releasing_the_same(con
     t = ratings(n_users=3000, n_keys=300, seed=6)
     kw = {"keys": "threshold", "rho": 2.0, "max_contributions": 8}
     shared = ("0::BIGINT", "(hash(_dp_k0) % 3)::UBIGINT", False)
-    counters = (lambda ctx: shared) if collide else stages_sql._counter_idents
-    with mock.patch.object(stages_sql, "_counter_idents", counters):
+    counter_idents = (lambda ctx: shared) if collide else stages_sql._counter_idents
+    with mock.patch.object(stages_sql, "_counter_idents", counter_idents):
         whole = run(con, t, **kw).to_arrow()
         plan = plan_aggregate(ZCDP(2.0, 1e-6), METRICS, max_contributions=8, keys="threshold")
         with mock.patch.object(stages_sql, "BATCH_ROWS", 7):
@@ -166,7 +165,7 @@ def test_threshold_mode_streams_its_candidates_in_batches_releasing_the_same(con
     table = pa.Table.from_batches(batches)
     assert table.column("_dp_k0").to_pylist() == sorted(table.column("_dp_k0").to_pylist())
     ranks = table.column("_dp_rank").to_numpy()
-    assert ranks.tolist() == collision_ranks(*_counters(table)).tolist() and (ranks.max() > 50) == collide
+    assert ranks.tolist() == collision_ranks(*counters(table)).tolist() and (ranks.max() > 50) == collide
 
 
 def threshold_measures(con, table: pa.Table, plan, seed: int = 0) -> dict:
@@ -678,4 +677,23 @@ def test_row_sample_ties_follow_the_value_not_the_row_order(con):
                                           metrics={"s": ("sum", "v", 0, 2**66)}, rho=10.0, delta=1e-6,
                                           max_contributions=1, max_rows_per_key=m, seed=seed)
                          .to_arrow().column("s").to_pylist() for seed in range(12)])
+    assert released[0] == released[1]
+
+
+@pytest.mark.parametrize("value_type", ["HUGEINT", "DECIMAL(38, 0)"])
+def test_single_row_sample_ties_follow_the_value_not_the_row_order(con, value_type):
+    """m = 1 keeps a pair's value of least keyed hash of (user, key, value) (`min_by`); two 128-bit values with
+    equal DuckDB hashes (2⁶⁴ + 2 and 2·2⁶⁴ + 1) tie, and min_by then kept the row that arrived first — an order
+    set by other users' rows and the threads. The same rows listed in either order must release the same sum
+    under every seed. Failed before the value broke the tie (m = 1: the released sums followed the row order)."""
+    con.execute("SET threads = 1")
+    a, b = 2**64 + 2, 2 * 2**64 + 1
+    released = []
+    for order in ((a, b), (b, a)):
+        con.execute(f"CREATE OR REPLACE TABLE r (user_id BIGINT, item VARCHAR, v {value_type})")
+        con.executemany("INSERT INTO r VALUES (1, 'k', ?)", [[x] for x in order])
+        released.append([duckdp.aggregate(con, "r", by="item", user_col="user_id", keys=["k"],
+                                          metrics={"s": ("sum", "v", 0, 2**66)}, rho=10.0, delta=1e-6,
+                                          max_contributions=1, max_rows_per_key=1, seed=seed)
+                         .to_arrow().column("s").to_pylist() for seed in range(4)])
     assert released[0] == released[1]

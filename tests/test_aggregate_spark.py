@@ -26,8 +26,8 @@ from conftest import DATA
 
 import duckdp
 from duckdp.errors import BudgetExceeded, InvalidParameter
-from duckdp.group_by import _counters
 from duckdp.lifecycle import open_run
+from duckdp.mechanisms.aggregate import counters
 from duckdp.mechanisms.aggregate import duckdb as D
 from duckdp.privacy.aggregate import plan_aggregate
 from duckdp.privacy.budget import ZCDP
@@ -258,7 +258,7 @@ def test_stages_equal_duckdb(spark, integer, max_rows):
         assert spark_rows(bs) == duck_rows(duck, bd)
         md, ms = D.measures(duck, plan, bd, kd), S.measures(sp, plan, bs, ks)
     assert ms.column("_dp_k0").to_pylist() == md.column("_dp_k0").to_pylist() == keys.column(0).to_pylist()
-    assert [c.tolist() for c in _counters(ms)] == [c.tolist() for c in _counters(md)]
+    assert [c.tolist() for c in counters(ms)] == [c.tolist() for c in counters(md)]
     for i, m in enumerate(plan.measures):
         assert ms.column(f"_dp_m{i}").to_pylist() == md.column(f"_dp_m{i}").to_pylist(), (m.metric, m.part)
         assert ms.column(f"_dp_m{i}").type == pa.int64()
@@ -283,7 +283,7 @@ def test_user_counts_and_truncation_equal_duckdb(spark, pre_threshold):
         one = [(r[0], r[1], r[-1]) for r in kept]               # user, key, _dp_d
     assert cs.column("_dp_k0").to_pylist() == cd.column("_dp_k0").to_pylist()
     assert cs.column("_dp_c").to_pylist() == cd.column("_dp_c").to_pylist()
-    assert [c.tolist() for c in _counters(cs)] == [c.tolist() for c in _counters(cd)]
+    assert [c.tolist() for c in counters(cs)] == [c.tolist() for c in counters(cd)]
     assert cs.column_names == cd.column_names and len(cd.column_names) == 5 + len(thr.measures) - 1
     assert cs.column("_dp_rank").to_pylist() == cd.column("_dp_rank").to_pylist()
     assert all(cs.column(n).to_pylist() == cd.column(n).to_pylist() for n in cd.column_names if n.startswith("_dp_m"))

@@ -29,7 +29,8 @@ Generic stages (every mechanism composes these; signatures in `duckdp/stages/bas
                                — or, with the run's truncation="global", of the key alone (one secret
                                order of the keys for every user); users within Δ0 keep all. Engines
                                may run it in user-hash partitions to bound memory (their count may
-                               follow the data); the kept set must not depend on that.
+                               follow the data); the kept set must not depend on that, nor on the
+                               order rows arrive in (ties of the hash go by the key).
   contribution_histogram(pairs, edges)  exact users per bucket edges[b] ≤ |W_u| < edges[b+1] (the last
                                open-ended), as (bucket, users) rows: the input of the private Δ0
                                choice (duckdp/privacy/auto_contributions.py), which noises it

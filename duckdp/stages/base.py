@@ -64,7 +64,8 @@ class Engine(ABC):
     @abstractmethod
     def truncate(self, sized: Frame, max_contributions: int, salt: int | None = None) -> Frame:
         """Each user's Δ0 pairs of smallest keyed hash (fresh salt, or `salt` the caller drew from the run's
-        randomness) of (user, key), or of the key alone under truncation="global"; carried columns plus `_dp_d`."""
+        randomness) of (user, key), or of the key alone under truncation="global", ties of the hash broken by the
+        key (never by the order rows arrive in: DESIGN §3); carried columns plus `_dp_d`."""
 
     @abstractmethod
     def contribution_histogram(self, pairs: Frame, edges: list[int]) -> list[tuple[int, int]]:

@@ -46,7 +46,7 @@ class LazyRounds:
 
     params: Params
     rounds: list[tuple[int, float, str, Rule]] = field(default_factory=list)
-    open: tuple[Query, Query] | None = None   # the last round's open pairs and candidates (`remaining`)
+    open: tuple[Query, Query] | None = None   # the round before's open pairs and candidates (`remaining`)
 
 
 def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:

@@ -8,7 +8,7 @@ templates in ./sql; the few expressions those templates leave open are written h
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -56,6 +56,13 @@ def pre_thresholded_selection(engine: Engine, own: ModuleType, mech: Mechanism, 
     return table, [Round.from_plan(0, round_plan, engine.num_rows(table))]
 
 
+def counters(table: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+    """The keys' PRF counters (`_dp_chi`, `_dp_clo`) of an Arrow table or batch as uint64 arrays."""
+    hi = table.column("_dp_chi").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+    lo = table.column("_dp_clo").to_numpy(zero_copy_only=False).astype(np.uint64)
+    return hi, lo
+
+
 def collision_ranks(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     """Collision rank of each key among keys with the same counter, in the (sorted) key order (counters.py)."""
     n = hi.size
@@ -81,13 +88,15 @@ class Dialect:
     exact: str                           # exact integer type of per-key sums (HUGEINT / DECIMAL(38, 0))
     round_even: str                      # round half to even: `<round_even>(x, 0)`
     keyed_hash: Callable[[str], str]     # a keyed 64-bit hash of a column list under `_dp_row_salt`, as BIGINT
+    struct: str                          # a struct of its arguments, ordered field by field: `<struct>(a, b)`
 
 
 # DuckDB's hash is a UBIGINT; shifted by −2⁶³ into BIGINT it keeps its order exactly (a monotone bijection, so the
 # same rows are sampled) and min_by over a BIGINT runs on DuckDB's specialised path (~1.3× the UBIGINT one)
 DUCKDB = Dialect("HUGEINT", "round_even",
-                 lambda cols: f"CAST(CAST(hash(xor(hash({cols}), _dp_row_salt)) AS HUGEINT) - {2**63} AS BIGINT)")
-SPARK = Dialect("DECIMAL(38, 0)", "bround", lambda cols: f"xxhash64(_dp_row_salt, {cols})")
+                 lambda cols: f"CAST(CAST(hash(xor(hash({cols}), _dp_row_salt)) AS HUGEINT) - {2**63} AS BIGINT)",
+                 "row")
+SPARK = Dialect("DECIMAL(38, 0)", "bround", lambda cols: f"xxhash64(_dp_row_salt, {cols})", "struct")
 
 
 def _lit(x: float) -> str:
@@ -112,13 +121,17 @@ def value_columns(plan: AggregatePlan) -> list[str]:
     return out
 
 
-def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect) -> dict[str, str]:
+def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect,
+                   colliding: Collection[str] = ()) -> dict[str, str]:
     """The holes agg_pairs.sql and agg_measures.sql leave open for `plan` (stages 3–5, spec §2–3).
 
     Per (user, key) [agg_pairs.sql]: `ranks`, per value column j, the row sample's keyed order (NULL values
     last, never counted), and `pair_measures`, what the pair carries through the Δ0 truncation. With m = 1:
-    `_dp_x<j>`, the value of least keyed hash `_dp_h<j>` among the pair's non-NULL values (`min_by`; no window; two
-    distinct values tie only where DuckDB's hash collides, 128-bit value types, and min_by then picks either).
+    `_dp_x<j>`, the value of least keyed hash `_dp_h<j>` among the pair's non-NULL values (`min_by`; no window). Two
+    distinct values tie only where the engine's hash can collide on them (`colliding`: the value columns of 128-bit
+    types on DuckDB, hash(2⁶⁴ + 2) = hash(2⁶⁵ + 1)); there min_by orders by (hash, value), as a tie left to it
+    would follow the order rows arrive in (other users' rows, the threads), elsewhere by the hash alone (its
+    faster path).
     With m > 1: `_dp_n` rows, `_dp_n<j>` kept rows with a value (a mean's count) and, per sum measure i,
     `_dp_s<i>` = Σ over the kept rows (row number `_dp_r<j>` ≤ m) of the value's grid integer. Per key
     [agg_measures.sql]: `measures` sums those over the key's kept pairs (distinct users = kept pairs; rows =
@@ -133,7 +146,8 @@ def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect) -> dict[str
         order = dialect.keyed_hash(f"_dp_user, {keys}, _dp_v{j}")
         if m == 1:
             ranks.append(f"{order} AS _dp_h{j}")
-            pair.append(f"min_by(_dp_v{j}, _dp_h{j}) FILTER (WHERE _dp_v{j} IS NOT NULL) AS _dp_x{j}")
+            by = f"{dialect.struct}(_dp_h{j}, _dp_v{j})" if cols[j] in colliding else f"_dp_h{j}"
+            pair.append(f"min_by(_dp_v{j}, {by}) FILTER (WHERE _dp_v{j} IS NOT NULL) AS _dp_x{j}")
         else:
             # ties of the keyed hash go by the value, never by the order rows arrive in (equal values: any)
             ranks.append(f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY _dp_v{j} IS NULL, {order}, "

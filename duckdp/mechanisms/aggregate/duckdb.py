@@ -96,11 +96,22 @@ def bound_keys(engine: DuckDBStages, plan: AggregatePlan, rows: Query) -> Query:
     seeded release is unchanged."""
     randomness = engine.ctx.randomness
     trunc_salt = randomness.salt()
-    idents = measure_idents(plan, engine.ctx.key_aliases, DUCKDB)
+    idents = measure_idents(plan, engine.ctx.key_aliases, DUCKDB, _hash_colliding(engine.ctx, plan))
     pairs = engine.query("agg_pairs", {"rows": rows.sql, "keys": engine.ctx.key_aliases, "ranks": idents["ranks"],
                                        "pair_measures": idents["pair_measures"]},
                          merge(rows.params, {"row_salt": randomness.salt()}))
     return engine.truncate(engine.sized(pairs), plan.max_contributions, salt=trunc_salt)
+
+
+def _hash_colliding(ctx: RunContext, plan: AggregatePlan) -> set[str]:
+    """The plan's value columns whose DuckDB hash can collide on distinct values: 128-bit types (HUGEINT,
+    UHUGEINT, DECIMAL wider than 18 digits; hash(2⁶⁴ + 2) = hash(2⁶⁵ + 1)). Integers up to 64 bits, narrower
+    decimals and floats hash injectively (a bijection of their bits; −0.0 and NaN are normalised), so only these
+    need the row sample's tie broken by the value (`measure_idents`). Schema only, no rows read."""
+    head = ctx.con.sql(f"SELECT * FROM {ctx.source.sql} LIMIT 0")
+    wanted = set(value_columns(plan))
+    return {c for c, t in zip(head.columns, head.types, strict=True) if c in wanted and (
+        t.id in ("hugeint", "uhugeint") or (t.id == "decimal" and int(str(dict(t.children)["precision"])) > 18))}
 
 
 def measures(engine: DuckDBStages, plan: AggregatePlan, kept: Query, keys: Query) -> pa.Table:
@@ -123,7 +134,7 @@ def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchRead
     counter's collision rank `_dp_rank` among these keys — streamed in key order, `BATCH_ROWS` keys at a time, so
     the driver holds one batch of candidates (not all of them) while the caller keeps the keys that pass the
     threshold: their measures are stage 5's. Ranks are computed in SQL only for digest counters, the ones two
-    keys can share (the candidates are stored once to rank them [agg_ranked.sql]); positional counters run on
+    keys can share (the candidates are stored once to rank them [sql/noise_scan_ranked.sql]); positional counters run on
     across batches, as `_positions` numbers a whole table."""
     ctx = engine.ctx
     kept = bound_keys(engine, plan, restrict(engine, plan, None))
@@ -136,7 +147,8 @@ def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchRead
                           merge(kept.params, {"shift": plan.pre_threshold - 1}))
     if ranked:
         table = engine.table_name(engine.store(counts, "candidates"))
-        return _candidates(ctx.reader("agg_ranked", {"table": table, "keys": ctx.key_aliases}, {}, BATCH_ROWS),
+        return _candidates(ctx.reader("noise_scan_ranked", {"table": table, "keys": ctx.key_aliases, "columns": "t.*",
+                                                            "order": f" ORDER BY {ctx.key_aliases}"}, {}, BATCH_ROWS),
                            ranked, positional)
     return _candidates(ctx.con.sql(counts.sql, params=counts.params).to_arrow_reader(BATCH_ROWS), ranked, positional)
 

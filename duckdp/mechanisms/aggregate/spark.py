@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 
 from ...privacy.aggregate import AggregatePlan
@@ -20,7 +19,7 @@ from ...spark.noise import counter_sql
 from ...spark.source import SparkSource, spark_ref
 from ...spark.stages import SparkStages
 from ..basic import basic_weights
-from . import SPARK, collision_ranks, measure_idents, not_a_key_set, value_columns
+from . import SPARK, collision_ranks, counters, measure_idents, not_a_key_set, value_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -109,9 +108,7 @@ def user_counts(engine: SparkStages, plan: AggregatePlan) -> pa.RecordBatchReade
     out = engine.template("agg_user_counts", {"kept": kept}, {"shift": plan.pre_threshold - 1}, subqueries=("kept",),
                           fragments={"counter_hi": hi, "counter_lo": lo, "measures": idents["measures"],
                                      "coalesced": idents["coalesced"]}).toArrow()
-    ranks = collision_ranks(out.column("_dp_chi").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64),
-                            out.column("_dp_clo").to_numpy(zero_copy_only=False).astype(np.uint64))
-    out = out.append_column("_dp_rank", pa.array(ranks))
+    out = out.append_column("_dp_rank", pa.array(collision_ranks(*counters(out))))
     return pa.RecordBatchReader.from_batches(out.schema, out.to_batches())
 
 
