@@ -4,8 +4,10 @@
 -- {order}, the truncation's keyed hash under the same salt, DuckDBStages.truncation_order). Only users
 -- over Δ0 have such pairs (a user within Δ0 kept every key in round 1). A per-user top-N, over the users
 -- {users} selects (empty, or one user-hash part: DuckDBStages.store_by_user_part). Which of two pairs
--- tied on `_dp_order` at the cut is a candidate does not matter: mad2r_unsettled.sql and mad2r_cuts.sql
--- read only the pairs ordered strictly before the last candidate's hash, all of them candidates.
+-- tied on `_dp_order` at the cut is a candidate does not matter: mad2r_unsettled.sql settles a user on
+-- the pairs strictly before the last candidate's hash (all of them candidates); mad2r_pruned.sql keeps
+-- pairs up to and including that hash, so a tied non-candidate may reach round 2 unscreened, and round
+-- 2's truncation keeps none of them (its Δ0 pairs lie strictly before).
 -- idents: pairs, support, match, order, users
 -- params: candidates
 SELECT * FROM (
