@@ -12,8 +12,9 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+from duckdb.sqltypes import DuckDBPyType
 
-from ...counters import counter_sql
+from ...counters import collisions_possible, counter_sql
 from ...privacy.aggregate import AggregatePlan
 from ...run import RunContext
 from ...source import Source
@@ -29,10 +30,15 @@ _NUMERIC = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "
             "uhugeint", "float", "double", "decimal"}
 
 
+def _schema(con: duckdb.DuckDBPyConnection, source: Source) -> list[tuple[str, DuckDBPyType]]:
+    """Each input column's name and DuckDB type (schema only, no rows read)."""
+    head = con.sql(f"SELECT * FROM {source.sql} LIMIT 0")
+    return list(zip(head.columns, head.types, strict=True))
+
+
 def column_types(con: duckdb.DuckDBPyConnection, source: Source) -> dict[str, tuple[str, bool]]:
     """Each input column's type name and whether it is numeric (schema only, no rows read)."""
-    head = con.sql(f"SELECT * FROM {source.sql} LIMIT 0")
-    return {c: (t.id, t.id in _NUMERIC) for c, t in zip(head.columns, head.types, strict=True)}
+    return {c: (t.id, t.id in _NUMERIC) for c, t in _schema(con, source)}
 
 
 def _counter_idents(ctx: RunContext) -> tuple[str, str, bool]:
@@ -108,9 +114,8 @@ def _hash_colliding(ctx: RunContext, plan: AggregatePlan) -> set[str]:
     UHUGEINT, DECIMAL wider than 18 digits; hash(2⁶⁴ + 2) = hash(2⁶⁵ + 1)). Integers up to 64 bits, narrower
     decimals and floats hash injectively (a bijection of their bits; −0.0 and NaN are normalised), so only these
     need the row sample's tie broken by the value (`measure_idents`). Schema only, no rows read."""
-    head = ctx.con.sql(f"SELECT * FROM {ctx.source.sql} LIMIT 0")
     wanted = set(value_columns(plan))
-    return {c for c, t in zip(head.columns, head.types, strict=True) if c in wanted and (
+    return {c for c, t in _schema(ctx.con, ctx.source) if c in wanted and (
         t.id in ("hugeint", "uhugeint") or (t.id == "decimal" and int(str(dict(t.children)["precision"])) > 18))}
 
 
@@ -139,7 +144,7 @@ def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchRead
     ctx = engine.ctx
     kept = bound_keys(engine, plan, restrict(engine, plan, None))
     hi, lo, positional = _counter_idents(ctx)
-    ranked = counter_sql(ctx.source.key_types)[2] and not positional
+    ranked = collisions_possible(ctx.source.key_types) and not positional
     idents = measure_idents(plan, ctx.key_aliases, DUCKDB)
     counts = engine.query("agg_user_counts", {"kept": kept.sql, "keys": ctx.key_aliases, "counter_hi": hi,
                                               "counter_lo": lo, "measures": idents["measures"],
