@@ -673,7 +673,10 @@ def test_row_sample_breaks_ties_only_on_values_whose_hash_can_collide(con):
     plan = plan_aggregate(ZCDP(0.5, 1e-6), {f"sum_{c}": ("sum", c, 0, 1) for c in types}, max_contributions=1,
                           keys="public")
     with open_run(con, "v", "user_id", "item", Randomness(1)) as st:
-        assert stages_sql._hash_colliding(st.ctx, plan) == {"h", "uh", "d38", "s"}
+        # both read the schema `resolve` read (Source.schema): no query on the connection
+        with mock.patch.object(st.ctx, "con", mock.Mock(spec=[])):
+            assert stages_sql._hash_colliding(st.ctx, plan) == {"h", "uh", "d38", "s"}
+            assert stages_sql.column_types(st.ctx.con, st.source)["d38"] == ("decimal", True)
 
 
 def test_row_sample_ties_follow_the_value_not_the_row_order(con):
