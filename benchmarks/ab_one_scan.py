@@ -19,20 +19,16 @@ Per design: CPU seconds (user + system, all threads) of its three statements, su
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
-
-import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 import duckdp  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_timing import alternating, timed  # noqa: E402
+from ab_timing import alternating, big_table_parser, connect_big, timed  # noqa: E402
 
 ROWS = 'SELECT user_id AS _dp_user, item AS _dp_k0, "value" AS _dp_v0 FROM big'
 SIZED = ("CREATE OR REPLACE TEMP TABLE {name} AS WITH pairs AS ({pairs}), sizes AS (SELECT _dp_user, count(*) AS "
@@ -59,17 +55,9 @@ DESIGNS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("db", help="a database with table `big` (user_id, item, value) from bench_large.py --aggregate")
-    ap.add_argument("--memory-limit", default="2GB")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap = big_table_parser(__doc__)
     args = ap.parse_args()
-    con = duckdb.connect(args.db, read_only=True)
-    con.execute("SET memory_limit = $m", {"m": args.memory_limit})
-    con.execute("SET threads = $t", {"t": args.threads})
-    con.execute("SET preserve_insertion_order = false")
-    con.execute("SET temp_directory = $d", {"d": tempfile.mkdtemp(prefix="duckdp_ab_")})
+    con = connect_big(args, read_only=True)
     keys = duckdp.select(con, "big", algo="weighted_gaussian", max_contributions=100, seed=1, rho=0.1, delta=1e-5)
     con.register("released_arrow", keys.to_arrow().rename_columns(["_dp_k0"]))
     con.execute("CREATE TEMP TABLE released AS SELECT * FROM released_arrow")

@@ -1,12 +1,15 @@
 """Shared pieces of the paired A/B benchmarks (ab_*.py): the wall and CPU seconds of one call, the order
 in which a repeat runs its variants — reversed every other repeat, so a change of machine load between two
-variants hits each side alike — and the synthetic input with its raw-SQL floor (bench_speed.py's)."""
+variants hits each side alike — the synthetic input with its raw-SQL floor (bench_speed.py's), and the options
+and connection of the A/Bs on bench_large.py's table `big`."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -37,6 +40,30 @@ def synthetic_with_floor(rows: int, key_type: str, threads: int) -> tuple[Any, C
 
     floor()
     return con, floor
+
+
+def big_table_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of an A/B on bench_large.py's table `big` (ab_one_scan.py, ab_truncation_passes.py): its
+    database, DuckDB's memory limit and threads, the repeats; described by `doc`'s first line."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("db", help="a database with table `big` (user_id, item, value) from bench_large.py --aggregate")
+    ap.add_argument("--memory-limit", default="2GB")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=2)
+    return ap
+
+
+def connect_big(args: argparse.Namespace, read_only: bool = False) -> Any:
+    """A connection to `args.db` set as `big_table_parser`'s options say, insertion order not kept (as duckdp's
+    large runs), spilling to a fresh temporary directory."""
+    import duckdb
+
+    con = duckdb.connect(args.db, read_only=read_only)
+    con.execute("SET memory_limit = $m", {"m": args.memory_limit})
+    con.execute("SET threads = $t", {"t": args.threads})
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET temp_directory = $d", {"d": tempfile.mkdtemp(prefix="duckdp_ab_")})
+    return con
 
 
 def cpu_seconds() -> float:

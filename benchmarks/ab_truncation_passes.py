@@ -10,13 +10,10 @@ aggregate/select ratios, and whether the two modes released the same table.
 """
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
@@ -24,7 +21,7 @@ import duckdp  # noqa: E402
 from duckdp.stages.duckdb import DuckDBStages  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_timing import alternating, timed  # noqa: E402
+from ab_timing import alternating, big_table_parser, connect_big, timed  # noqa: E402
 
 METRICS = {"users": "users", "rows": "count", "amount": ("sum", "value", 0, 500),
            "avg_amount": ("mean", "value", 0, 500)}
@@ -37,18 +34,10 @@ def before(self: DuckDBStages, rows: int) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("db", help="a database with table `big` (user_id, item, value) from bench_large.py --aggregate")
-    ap.add_argument("--memory-limit", default="2GB")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap = big_table_parser(__doc__)
     ap.add_argument("--algos", nargs="+", default=["weighted_gaussian"])
     args = ap.parse_args()
-    con = duckdb.connect(args.db)
-    con.execute("SET memory_limit = $m", {"m": args.memory_limit})
-    con.execute("SET threads = $t", {"t": args.threads})
-    con.execute("SET preserve_insertion_order = false")
-    con.execute("SET temp_directory = $d", {"d": tempfile.mkdtemp(prefix="duckdp_ab_")})
+    con = connect_big(args)
     (key_type,), = con.sql("SELECT typeof(any_value(item)) FROM big").fetchall()
     print("| keys | limit | algo | rule | select CPU s (wall) | aggregate CPU s (wall) | CPU ratio | wall ratio "
           "| released |")

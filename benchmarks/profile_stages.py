@@ -90,7 +90,12 @@ def main(argv: list[str] | None = None) -> None:
 
     stages = Stages()
     stages.install()
-    pool_default = noise_stage.duckdb_threads
+    pool_default = run_module.RunContext.threads      # DuckDB's threads, which the noise pool follows
+
+    def set_pool(pool: int | None) -> None:
+        """The noise pool's size for the next runs: `pool` threads, or DuckDB's (None)."""
+        threads = pool_default if pool is None else property(lambda ctx: pool)
+        run_module.RunContext.threads = threads  # type: ignore[method-assign]
     con = duckdb.connect()
     create_synthetic(con, "synth_bigint", args.rows, seed=0)
     con.execute(f"SET threads = {int(args.threads)}")
@@ -105,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         con.sql(floor_sql, params=floor_params).to_arrow_table()       # warm-up
         for algo in args.algos:
             for pool in args.noise_threads:
-                noise_stage.duckdb_threads = pool_default if pool is None else (lambda ctx, n=pool: n)
+                set_pool(pool)
                 duckdp.select(con, "synth", algo=algo, rho=0.1, delta=1e-5, max_contributions=DELTA0, item_col="item")
             stages.totals.clear()
             floors: list[list[float]] = []
@@ -116,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
                 con.sql(floor_sql, params=floor_params).to_arrow_table()
                 floors.append(delta(before, sample()))
                 for pool in args.noise_threads if r % 2 == 0 else args.noise_threads[::-1]:
-                    noise_stage.duckdb_threads = pool_default if pool is None else (lambda ctx, n=pool: n)
+                    set_pool(pool)
                     stages.totals.clear()
                     before = sample()
                     duckdp.select(con, "synth", algo=algo, rho=0.1, delta=1e-5, max_contributions=DELTA0,
@@ -126,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
                         acc = per_pool.setdefault(pool, {}).setdefault(label, [0.0] * 5)
                         for i, v in enumerate(row):
                             acc[i] += v
-            noise_stage.duckdb_threads = pool_default
+            set_pool(None)
             fw, fc = (statistics.median(f[i] for f in floors) for i in (0, 1))
             print(f"\n## {key_type} keys, {algo}; load average {os.getloadavg()[0]:.2f} at the end\n")
             print(f"floor: wall {fw:.3f} s, CPU {fc:.3f} s (median of {args.repeat})")

@@ -57,6 +57,7 @@ gave (DuckDBStages.truncate), so never a function of other users' data.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -112,12 +113,29 @@ def hashable(key_types: list[str]) -> bool:
     return all(t.upper() in _HASHABLE for t in key_types)
 
 
+# Types whose DuckDB 64-bit hash is injective on their values: integers of at most 64 bits, DECIMAL of at most 18
+# digits (stored as one such integer) and floats (−0.0 and NaN are normalised, and compare equal): the hash is a
+# bijection of the value's bits. 128-bit types (HUGEINT, UHUGEINT, DECIMAL of 19–38 digits) combine their halves'
+# hashes and collide: hash(2⁶⁴ + 2::HUGEINT) = hash(2⁶⁵ + 1::HUGEINT). Everything else (strings, nested, …) can.
+_HASH_INJECTIVE = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+                   "FLOAT", "DOUBLE"}
+_DECIMAL = re.compile(r"DECIMAL\((\d+),\s*\d+\)")
+
+
+def type_hash_injective(type_name: str) -> bool:
+    """Whether DuckDB's hash is injective on values of the type `type_name` (as `str(DuckDBPyType)` writes it,
+    e.g. "BIGINT", "DECIMAL(18,2)"). Read by the truncation's tie-break on keys (`hash_injective`) and the
+    aggregate's row sample on value columns (mechanisms/aggregate/duckdb.py): a hash that can tie must be
+    broken by the value, not by the order rows arrive in."""
+    name = type_name.upper()
+    decimal = _DECIMAL.fullmatch(name)
+    return name in _HASH_INJECTIVE or (decimal is not None and int(decimal[1]) <= 18)
+
+
 def hash_injective(key_types: list[str]) -> bool:
-    """Whether DuckDB's hash is injective on keys of these types: one integer column of at most 64 bits (its
-    hash is a bijection of the value's bits). Strings, composites and 128-bit integers can collide
-    (hash(2⁶⁴ + 2::HUGEINT) = hash(2⁶⁵ + 1::HUGEINT))."""
-    return len(key_types) == 1 and key_types[0].upper() in INTEGER_COUNTERS \
-        and key_types[0].upper() not in ("HUGEINT", "UHUGEINT")
+    """Whether DuckDB's hash is injective on keys of these types: one column of a type `type_hash_injective`
+    admits. Composites (their hash combines the columns'), strings and 128-bit types can collide."""
+    return len(key_types) == 1 and type_hash_injective(key_types[0])
 
 
 def collisions_possible(key_types: list[str]) -> bool:

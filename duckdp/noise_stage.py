@@ -63,11 +63,6 @@ class NoisyWeights:
     noisy: np.ndarray          # weight (0 where NULL) + scale · noise
 
 
-def duckdb_threads(ctx: RunContext) -> int:
-    """DuckDB's `threads` setting (read once a run: RunContext.threads): the noise pool follows it."""
-    return ctx.threads
-
-
 def _column(batch: pa.RecordBatch, i: int, dtype: type[np.generic]) -> np.ndarray:
     col = batch.column(i)
     if col.null_count:
@@ -100,7 +95,7 @@ def scan_noisy(ctx: RunContext, weights_sql: str, weights_params: dict, kind: st
         counters = "" if positional or from_key else f", {hi} AS _dp_chi, {lo} AS _dp_clo"
         text, bound = ctx.render("noise_scan", {"weighted": weights_sql, "key_output": key_output,
                                                 "counters": counters}, weights_params)
-    threads = duckdb_threads(ctx)
+    threads = ctx.threads                                     # DuckDB's setting: the noise pool follows it
     key = ctx.randomness.key
 
     def work(batch: pa.RecordBatch, offset: int) -> pa.RecordBatch:

@@ -145,7 +145,9 @@ class RunContext:
 
     def drop(self, *tables: str) -> None:
         """Drop some of this run's TEMP tables early (frees memory and spill before the next stage), in one
-        statement; `close` then has those fewer to drop."""
+        statement; `close` then has those fewer to drop. No tables, no statement."""
+        if not tables:
+            return
         self.con.execute("; ".join(f"DROP TABLE IF EXISTS temp.main.{table}" for table in tables))
         for table in tables:
             if table in self._temps:

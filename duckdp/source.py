@@ -11,6 +11,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+from duckdb.sqltypes import DuckDBPyType
 
 from .errors import DataError, SchemaError
 from .templates import quote_ident
@@ -31,6 +32,7 @@ class Source:
     keys: list[str]          # quoted key columns, in order
     key_names: list[str]     # the key columns' names as they appear in the input
     key_types: list[str]     # DuckDB types of the key columns
+    schema: list[tuple[str, DuckDBPyType]]   # every input column's name and DuckDB type, in order (read once)
     registered: str | None   # temporary view name to unregister afterwards
     description: str         # for messages and reports
     estimated_rows: int | None = None   # the catalog's row estimate, for tables only
@@ -127,7 +129,8 @@ def resolve(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_c
             con.unregister(registered)
         raise
     return Source(ref, quote_ident(user), [quote_ident(k) for k in keys], keys,
-                  [types[columns.index(k)] for k in keys], registered, description, estimated_rows)
+                  [types[columns.index(k)] for k in keys], list(zip(columns, head.types, strict=True)), registered,
+                  description, estimated_rows)
 
 
 def _unreadable(con: duckdb.DuckDBPyConnection, table: object, description: str, exc: duckdb.Error) -> str:

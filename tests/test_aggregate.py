@@ -661,6 +661,24 @@ def test_cli_aggregate_takes_not_null(con, tmp_path, capsys):
     assert pq.read_table(tmp_path / "out.parquet").equals(api.to_arrow())
 
 
+def test_row_sample_breaks_ties_only_on_values_whose_hash_can_collide(con):
+    """`_hash_colliding` (the value columns whose row-sample ties the value breaks) reads the one table of types
+    whose DuckDB hash is injective (counters.type_hash_injective), as the keys' truncation does: 128-bit
+    types and strings can collide; ≤ 64-bit integers, DECIMAL up to 18 digits and floats cannot. Failed before
+    for VARCHAR (the value check listed the 128-bit types only)."""
+    types = {"h": "HUGEINT", "uh": "UHUGEINT", "d38": "DECIMAL(38,2)", "d18": "DECIMAL(18,2)", "s": "VARCHAR",
+             "b": "BIGINT", "f": "DOUBLE"}
+    con.execute("CREATE OR REPLACE TABLE v AS SELECT 1 AS user_id, 'k' AS item, "
+                + ", ".join(f"1::{t} AS {c}" for c, t in types.items()))
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), {f"sum_{c}": ("sum", c, 0, 1) for c in types}, max_contributions=1,
+                          keys="public")
+    with open_run(con, "v", "user_id", "item", Randomness(1)) as st:
+        # both read the schema `resolve` read (Source.schema): no query on the connection
+        with mock.patch.object(st.ctx, "con", mock.Mock(spec=[])):
+            assert stages_sql._hash_colliding(st.ctx, plan) == {"h", "uh", "d38", "s"}
+            assert stages_sql.column_types(st.ctx.con, st.source)["d38"] == ("decimal", True)
+
+
 def test_row_sample_ties_follow_the_value_not_the_row_order(con):
     """A pair's m-row sample ranks its rows by a keyed hash of (user, key, value); two HUGEINT values with equal
     DuckDB hashes (2⁶⁴ + 2 and 2·2⁶⁴ + 1) tie. Which one is kept must not follow the order rows arrive in (other

@@ -8,6 +8,7 @@ import pytest
 from conftest import leftovers, make_table, random_sets
 
 import duckdp
+from duckdp import counters
 from duckdp.errors import InternalError
 from duckdp.lifecycle import open_run
 from duckdp.rng import Randomness
@@ -299,6 +300,28 @@ def test_truncation_is_a_per_user_top_n_not_a_window_sort(data, monkeypatch, pas
     keys(data, "t", "mad2r")
     assert plans and all("─ Window" in p for p in plans)
 
+
+
+# Key types and whether DuckDB's hash is injective on them (counters.type_hash_injective, the one table the
+# truncation's tie-break and the aggregate's row sample read); the 128-bit ones' collisions are shown below.
+HASH_INJECTIVE = {"HUGEINT": False, "UHUGEINT": False, "DECIMAL(38,0)": False, "DECIMAL(38,2)": False,
+                  "DECIMAL(18,2)": True, "VARCHAR": False, "BIGINT": True, "DOUBLE": True}
+
+
+@pytest.mark.parametrize("key_type", sorted(HASH_INJECTIVE))
+def test_truncation_ties_only_where_the_key_hash_can_collide(con, key_type):
+    """`truncation_ties` breaks ties by the key exactly where the key's DuckDB hash can collide
+    (counters.hash_injective): one column of a 128-bit type or a string can, a composite key always can, and
+    integers up to 64 bits, DECIMAL up to 18 digits and floats cannot. Failed before for DECIMAL(18,2) and
+    DOUBLE (the keys' table held ≤ 64-bit integers only)."""
+    injective = HASH_INJECTIVE[key_type]
+    assert counters.hash_injective([key_type]) is injective
+    assert not counters.hash_injective([key_type, "BIGINT"]) and not counters.hash_injective(["BIGINT", key_type])
+    if key_type in ("HUGEINT", "UHUGEINT", "DECIMAL(38,0)"):
+        assert con.sql(f"SELECT hash({2**64 + 2}::{key_type}) = hash({2**65 + 1}::{key_type})").fetchall() == [(True,)]
+    con.execute(f"CREATE OR REPLACE TABLE k AS SELECT range AS user_id, range::{key_type} AS item FROM range(3)")
+    with open_run(con, "k", "user_id", "item", Randomness(3)) as stages:
+        assert stages.truncation_ties() == ("" if injective else ", _dp_k0")
 
 
 # Two keys whose DuckDB hashes are equal: the hash of a 128-bit integer combines its halves' hashes, so

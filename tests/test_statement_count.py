@@ -23,6 +23,8 @@ from conftest import leftovers, make_table, random_sets
 
 import duckdp
 from duckdp import run
+from duckdp.rng import Randomness
+from duckdp.source import resolve
 
 # statements of one release on the table below (seed 3, Δ0 = 8)
 EXPECTED = {"adaptive_sips": 29, "dpsips": 17, "mad2r": 19, "mad": 8}
@@ -71,3 +73,16 @@ def test_statements_per_release(con, algo):
     assert len(result.to_arrow()) > 0
     assert len(log) == EXPECTED[algo], "\n".join(log)
     assert leftovers(con) == []
+
+
+def test_drop_of_no_tables_runs_no_statement(con):
+    """`RunContext.drop()` with nothing to drop (e.g. adaptive SIPS with no frames before) is a no-op,
+    not an empty statement's round trip."""
+    make_table(con, "t", [1, 2], ["a", "b"])
+    log: list[str] = []
+    ctx = run.RunContext(Counting(con, log), resolve(con, "t", "user_id", "item", "t"), Randomness(1))
+    try:
+        ctx.drop()
+        assert log == []
+    finally:
+        ctx.close()

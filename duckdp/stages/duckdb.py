@@ -210,10 +210,10 @@ class DuckDBStages(Engine):
         """`, <columns>` that break ties of the truncation's keyed hash, "" where none can occur. A tie left to
         row_number() would go by the order rows arrive in, which follows other users' data and the threads
         (DESIGN §3: a user's kept keys are a function of their own pairs and the salt). DuckDB's hash of one
-        ≤ 64-bit integer is a bijection and hash(user, k) is injective in hash(k), so integer keys and hash ids
-        (distinct by construction) cannot tie (counters.hash_injective); strings, composites and 128-bit
-        integers can, so the key breaks the tie, and so can rowid ids, which carry the colliding `_dp_h`
-        and are numbered in key order (round_pairs, stage_key_ids_numbered.sql)."""
+        ≤ 64-bit integer (or float, or DECIMAL of ≤ 18 digits) is a bijection and hash(user, k) is injective in
+        hash(k), so such keys and hash ids (distinct by construction) cannot tie (counters.hash_injective);
+        strings, composites and 128-bit types can, so the key breaks the tie, and so can rowid ids, which carry
+        the colliding `_dp_h` and are numbered in key order (round_pairs, stage_key_ids_numbered.sql)."""
         ctx = self.ctx
         if ctx.key_ids is not None:
             return ", _dp_k0" if ctx.ids_joined else ""

@@ -12,9 +12,8 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-from duckdb.sqltypes import DuckDBPyType
 
-from ...counters import collisions_possible, counter_sql
+from ...counters import collisions_possible, counter_sql, type_hash_injective
 from ...privacy.aggregate import AggregatePlan
 from ...run import RunContext
 from ...source import Source
@@ -30,15 +29,9 @@ _NUMERIC = {"tinyint", "smallint", "integer", "bigint", "hugeint", "utinyint", "
             "uhugeint", "float", "double", "decimal"}
 
 
-def _schema(con: duckdb.DuckDBPyConnection, source: Source) -> list[tuple[str, DuckDBPyType]]:
-    """Each input column's name and DuckDB type (schema only, no rows read)."""
-    head = con.sql(f"SELECT * FROM {source.sql} LIMIT 0")
-    return list(zip(head.columns, head.types, strict=True))
-
-
 def column_types(con: duckdb.DuckDBPyConnection, source: Source) -> dict[str, tuple[str, bool]]:
-    """Each input column's type name and whether it is numeric (schema only, no rows read)."""
-    return {c: (t.id, t.id in _NUMERIC) for c, t in _schema(con, source)}
+    """Each input column's type name and whether it is numeric (the schema `resolve` read; no query)."""
+    return {c: (t.id, t.id in _NUMERIC) for c, t in source.schema}
 
 
 def _counter_idents(ctx: RunContext) -> tuple[str, str, bool]:
@@ -110,13 +103,11 @@ def bound_keys(engine: DuckDBStages, plan: AggregatePlan, rows: Query) -> Query:
 
 
 def _hash_colliding(ctx: RunContext, plan: AggregatePlan) -> set[str]:
-    """The plan's value columns whose DuckDB hash can collide on distinct values: 128-bit types (HUGEINT,
-    UHUGEINT, DECIMAL wider than 18 digits; hash(2⁶⁴ + 2) = hash(2⁶⁵ + 1)). Integers up to 64 bits, narrower
-    decimals and floats hash injectively (a bijection of their bits; −0.0 and NaN are normalised), so only these
-    need the row sample's tie broken by the value (`measure_idents`). Schema only, no rows read."""
+    """The plan's value columns whose DuckDB hash can collide on distinct values (counters.type_hash_injective:
+    128-bit types, HUGEINT, UHUGEINT, DECIMAL wider than 18 digits; hash(2⁶⁴ + 2) = hash(2⁶⁵ + 1)): only these
+    need the row sample's tie broken by the value (`measure_idents`). The schema `resolve` read; no query."""
     wanted = set(value_columns(plan))
-    return {c for c, t in _schema(ctx.con, ctx.source) if c in wanted and (
-        t.id in ("hugeint", "uhugeint") or (t.id == "decimal" and int(str(dict(t.children)["precision"])) > 18))}
+    return {c for c, t in ctx.source.schema if c in wanted and not type_hash_injective(str(t))}
 
 
 def measures(engine: DuckDBStages, plan: AggregatePlan, kept: Query, keys: Query) -> pa.Table:

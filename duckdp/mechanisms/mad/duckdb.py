@@ -116,8 +116,9 @@ def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1: Roun
 
 def add_exceptions(engine: DuckDBStages, status: str, exceptions: str) -> None:
     """Insert decided exceptions (the view `DuckDBStages.decide_into` hands over, read once) into the status
-    table (the insert casts keys back to the input's types: HUGEINT, UUID, BLOB, lists, structs)."""
-    engine.ctx.con.execute(f"INSERT INTO temp.main.{status} BY NAME SELECT * FROM {exceptions}")
+    table, by column name (the insert casts keys back to the input's types) [stage_append_by_name.sql]."""
+    engine.ctx.execute("stage_append_by_name",
+                       {"target": f"temp.main.{status}", "query": f"SELECT * FROM {exceptions}"}, {})
 
 
 def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query, lazy: LazyScreen,
