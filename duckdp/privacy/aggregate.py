@@ -1,7 +1,9 @@
 """The privacy core of private GROUP BY (docs/specs/private-group-by.md): metric specs, the budget
 plan (selection share, one discrete Gaussian per measure, grids, thresholds, confidence) and the
 post-processing of noisy integers into released columns. One measure per distinct per-key quantity: every
-metric needing it reads the same noisy integer (spec §3.1), and each measure is charged once. Engine-free:
+metric needing it reads the same noisy integer (spec §3.1), and each measure is charged once; measures whose true
+values satisfy an exact linear identity (a sum and a mean on one column and bounds: S = S_c + o·C) are released
+as one least-squares estimate (spec §3.2; post-processing, no charge). Engine-free:
 engines supply per-key true integers on the plan's grids, this module says how much noise they get and what
 is released.
 
@@ -768,8 +770,9 @@ def mean_interval(noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float, 
 
 def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> dict[str, np.ndarray]:
     """Released columns (name, then name_low/name_high with confidence) from each measure's noisy integers
-    per key (keyed by the measure's (metric, part)), in the keys' (sorted) order: a function of released
-    numbers and the plan only. Metrics sharing a measure read the same noisy integers."""
+    per key (keyed by the measure's (metric, part)), in the keys' (sorted) order: a function of the noisy
+    integers and the plan only. Metrics sharing a measure read the same noisy integers; linked measures (spec
+    §3.2) are read as their least-squares estimate (sums and counts rounded to the grid, means unrounded)."""
     out: dict[str, np.ndarray] = {}
     linked = _estimates(plan, noisy)
 
