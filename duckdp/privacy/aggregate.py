@@ -642,7 +642,7 @@ def _projection(members: list[int], identities: list[tuple[int, int, int, int]],
     for every x with Ax = 0 (AΣAᵀ invertible: the rows are independent), so E x̂ = x (unbiased), and Cov x̂ =
     PΣPᵀ = Σ − ΣAᵀ(AΣAᵀ)⁻¹AΣ ⪯ Σ, so for every fixed vector ℓ, Var(ℓᵀx̂) ≤ Var(ℓᵀy) (Gauss–Markov: ℓᵀx̂ is
     the best linear unbiased estimate of ℓᵀx) — no measure, and no linear statistic of them, gets noisier. Σ uses
-    σ², the discrete Gaussian's parameter: its variance is ≤ σ² and within 10⁻⁷ of it for σ ≥ 1 (CKS20
+    σ², the discrete Gaussian's parameter: its variance is ≤ σ² and within a relative 3·10⁻⁷ of it for σ ≥ 1 (CKS20
     Cor. 9 and Poisson summation); unbiasedness holds for any weights, only optimality uses Σ."""
     pos = {m: j for j, m in enumerate(members)}
     n, k = len(members), len(identities)
