@@ -1,7 +1,9 @@
 """The privacy core of private GROUP BY (docs/specs/private-group-by.md): metric specs, the budget
 plan (selection share, one discrete Gaussian per measure, grids, thresholds, confidence) and the
 post-processing of noisy integers into released columns. One measure per distinct per-key quantity: every
-metric needing it reads the same noisy integer (spec §3.1), and each measure is charged once. Engine-free:
+metric needing it reads the same noisy integer (spec §3.1), and each measure is charged once; measures whose true
+values satisfy an exact linear identity (a sum and a mean on one column and bounds: S = S_c + o·C) are released
+as one least-squares estimate (spec §3.2; post-processing, no charge). Engine-free:
 engines supply per-key true integers on the plan's grids, this module says how much noise they get and what
 is released.
 
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,6 +63,7 @@ _GRID_BITS = 16
 # Above this σ, discrete Gaussian tails are bounded by integrals instead of summed (see `_upper_tail`).
 _EXACT_TAIL_SIGMA = 4096.0
 _TAIL_MARGIN = 1e-9          # relative margin on float tail sums: computed tails are upper bounds
+_CLAMP = 2**62               # a linked estimate is clamped to ±2⁶² (the engines saturate measures there) before int64
 THRESHOLD_TAG = 0            # PRF tag of the threshold's draw (keys="threshold"); measures use tags ≥ 1
 
 
@@ -149,6 +153,21 @@ class Measure:
 
 
 @dataclass(frozen=True)
+class Link:
+    """Measures released as one generalised-least-squares estimate (spec §3.2): their true per-key values satisfy
+    the identities S = S_c + offset·C, one per (plain sum, centred sum, count, offset) in `identities` (indices
+    into plan.measures); `measures` lists the linked indices and row i of `matrix` gives the estimate of
+    measures[i] as Σ_j matrix[i][j]·(noisy value of measures[j]). `sd` is each estimate's standard deviation
+    (grid steps / counts) from the σs, beside the σ it replaces. Post-processing of the noisy integers with
+    public constants only (Dwork & Roth Prop. 2.1)."""
+
+    measures: tuple[int, ...]
+    identities: tuple[tuple[int, int, int, int], ...]
+    matrix: tuple[tuple[float, ...], ...]
+    sd: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class Threshold:
     """keys="threshold": release key k iff c_k + Z ≥ threshold, with c_k = distinct users − (pre_threshold − 1)
     over keys with c_k ≥ 1 and Z ~ N_Z(0, sigma²) from K[b"aggm", THRESHOLD_TAG]; c_k + Z + pre_threshold − 1
@@ -182,6 +201,7 @@ class AggregatePlan:
     auto_rho: float = 0.0                  # max_contributions="auto": the Δ0 estimate's part of ρ (first part)
     auto: AutoChoice | None = None         # … and, once the data is read, what it chose
     not_null: tuple[str, ...] = ()         # value columns declared NOT NULL: a NULL is read as the midpoint (§3.1)
+    links: tuple[Link, ...] = ()           # measures released as one estimate (spec §3.2)
 
     def measure(self, metric: str, role: str) -> Measure:
         """The measure that `metric` reads in `role` ("users", "count", "sum")."""
@@ -221,6 +241,14 @@ class AggregatePlan:
                                                         else "") for r in m.readers)
             lines.append(f"{m.metric}.{m.part} [tag {m.tag}]: ℓ2 sensitivity {m.sensitivity:.6g} (grid {m.step:g}), "
                          f"σ = {m.sigma:.6g} grid steps, ρ = {m.rho:.6g}; one draw read by {read}")
+        for link in self.links:
+            ms = self.measures
+            ids = "; ".join(f"{ms[s].metric}.sum = {ms[c].metric}.sum + {o}·{ms[n].metric}.{ms[n].part}"
+                            for s, c, n, o in link.identities)
+            sds = ", ".join(f"{ms[i].metric}.{ms[i].part} {ms[i].sigma:.6g} → {sd:.6g}"
+                            for i, sd in zip(link.measures, link.sd, strict=True))
+            lines.append(f"linked (spec §3.2, post-processing): {ids} on the true values, so they are released as "
+                         f"one least-squares estimate; sd {sds}")
         return lines
 
 
@@ -547,12 +575,13 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
         measures.append(Measure(owner.name, part, float(sens), sigma, r, step, off, q_tag, reads[0].coverage,
                                 reads[0].half_width, tuple(reads)))
 
+    measures, links = _linked(quantities, measures)
     total = math.fsum([auto_rho, sel_rho or 0.0] + [x.rho for x in measures])
     spent = _spent(budget, total, sel_delta)
     sel_budget = ZCDP(sel_rho, sel_delta) if keys == "select" and sel_rho is not None else None
     return AggregatePlan(budget, keys, algo, metric_specs, tuple(measures), d0, m, k,
                          share if selects else None, sel_budget, threshold, confidence, total, sel_delta, spent,
-                         auto_rho, not_null=declared)
+                         auto_rho, not_null=declared, links=links)
 
 
 def _spent(budget: Budget, rho: float, sel_delta: float) -> Spent:
@@ -560,6 +589,155 @@ def _spent(budget: Budget, rho: float, sel_delta: float) -> Spent:
     (= privacy.accountant.spent_of), or with no selection δ' = the request's δ."""
     d_dp = sel_delta + (1 - sel_delta) * sel_delta if sel_delta else budget.delta
     return Spent(approx_zcdp_epsilon(rho, sel_delta, d_dp), d_dp, rho, sel_delta)
+
+
+# ---------------------------------------------------------------- linked measures (spec §3.2)
+
+def _linked(quantities: dict[tuple, list[tuple[str, str, bool]]], measures: list[Measure]
+            ) -> tuple[list[Measure], tuple[Link, ...]]:
+    """The identities S = S_c + o·C between the plan's measures and, per group of identities sharing a count,
+    its least-squares matrix; the group's readers get half-widths for the combined estimate (spec §3.2).
+
+    An identity needs a `sum` and a `mean` on the same (column, lower, upper): the sum's draw S = Σ v', the
+    mean's centred sum S_c = Σ (v' − o) and the mean's count C (rows with a value, or every kept row of a
+    declared column, whose NULLs are read as o) are over the same kept rows with the same grid values (§2 stages
+    3–5), so S = S_c + o·C holds exactly on the true integers (short of the ±2⁶² saturation). Not linked: a count
+    that is the threshold's draw (keys="threshold", m = 1, declared column: its noise is conditioned on the key
+    passing, so a sum read through it would lose its unbiasedness and its interval), and quantities on other
+    bounds or columns, whose clipping differs. Each identity has its own plain sum, so they are independent."""
+    index = {q: i for i, q in enumerate(quantities)}
+    count_of = {name: q for q, rs in quantities.items() for name, role, is_mean in rs if is_mean and role == "count"}
+    mean_reads = {(name, role) for rs in quantities.values() for name, role, is_mean in rs if is_mean}
+    groups: dict[int, list[tuple[int, int, int, int]]] = {}
+    for q, readers in quantities.items():
+        plain = ("sum", "plain", *q[2:])
+        if q[:2] != ("sum", "centred") or plain not in index:
+            continue
+        c = index[count_of[readers[0][0]]]
+        if measures[c].tag != THRESHOLD_TAG:
+            groups.setdefault(c, []).append((index[plain], index[q], c, measures[index[q]].offset))
+    links = []
+    for c, identities in groups.items():
+        members = sorted({i for ident in identities for i in ident[:3]})
+        sigmas = [measures[i].sigma for i in members]
+        matrix, sd = _projection(members, identities, sigmas)
+        links.append(Link(tuple(members), tuple(identities), matrix, sd))
+        for row, i in enumerate(members):
+            reads = tuple(r if r.coverage is None else
+                          replace(r, half_width=linked_half_width(matrix[row], sigmas, members.index(c), r.coverage,
+                                                                  rounded=(r.metric, r.role) not in mean_reads))
+                          for r in measures[i].readers)
+            measures[i] = replace(measures[i], readers=reads, half_width=reads[0].half_width)
+    return measures, tuple(links)
+
+
+def _projection(members: list[int], identities: list[tuple[int, int, int, int]], sigmas: list[float]
+                ) -> tuple[tuple[tuple[float, ...], ...], tuple[float, ...]]:
+    """P = I − ΣAᵀ(AΣAᵀ)⁻¹A and each estimate's sd √(PΣPᵀ)_ii, for the rows of A (one per identity: +1 on S,
+    −1 on S_c, −o on C) and Σ = diag(σ²), in exact rational arithmetic (so every platform gets the same floats).
+
+    y = x + Z with Z independent, E Z = 0, Cov Z = Σ, and Ax = 0 on the true x: x̂ = Py is the generalised
+    least-squares estimate under the constraint (Aitken 1935; Hay, Rastogi, Miklau & Suciu 2010, "Boosting the
+    accuracy of differentially private histograms through consistency", §3, with unequal variances): Px = x
+    for every x with Ax = 0 (AΣAᵀ invertible: the rows are independent), so E x̂ = x (unbiased), and Cov x̂ =
+    PΣPᵀ = Σ − ΣAᵀ(AΣAᵀ)⁻¹AΣ ⪯ Σ, so for every fixed vector ℓ, Var(ℓᵀx̂) ≤ Var(ℓᵀy) (Gauss–Markov: ℓᵀx̂ is
+    the best linear unbiased estimate of ℓᵀx) — no measure, and no linear statistic of them, gets noisier. Σ uses
+    σ², the discrete Gaussian's parameter: its variance is ≤ σ² and within a relative 3·10⁻⁷ of it for σ ≥ 1 (CKS20
+    Cor. 9 and Poisson summation); unbiasedness holds for any weights, only optimality uses Σ."""
+    pos = {m: j for j, m in enumerate(members)}
+    n, k = len(members), len(identities)
+    var = [Fraction(s) ** 2 for s in sigmas]
+    a = [[Fraction(0)] * n for _ in range(k)]
+    for r, (s, c, cnt, off) in enumerate(identities):
+        a[r][pos[s]], a[r][pos[c]], a[r][pos[cnt]] = Fraction(1), Fraction(-1), Fraction(-off)
+    m = [[sum((a[r][j] * var[j] * a[q][j] for j in range(n)), Fraction(0)) for q in range(k)] for r in range(k)]
+    w = [row[:] for row in a]                       # solve M W = A (Gauss–Jordan; M is positive definite)
+    for col in range(k):
+        piv = m[col][col]
+        m[col] = [x / piv for x in m[col]]
+        w[col] = [x / piv for x in w[col]]
+        for r in range(k):
+            if r != col and m[r][col]:
+                f = m[r][col]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=True)]
+                w[r] = [x - f * y for x, y in zip(w[r], w[col], strict=True)]
+    p = [[Fraction(int(i == j)) - var[i] * sum((a[r][i] * w[r][j] for r in range(k)), Fraction(0)) for j in range(n)]
+         for i in range(n)]
+    sd = tuple(math.sqrt(float(sum((p[i][j] ** 2 * var[j] for j in range(n)), Fraction(0)))) for i in range(n))
+    return tuple(tuple(float(x) for x in row) for row in p), sd
+
+
+def _tv_to_gaussian(sigma: float) -> float:
+    """An upper bound on the total variation distance between Z + U and N(0, σ²), Z ~ N_Z(0, σ²) and U uniform
+    on [−½, ½] independent (about 0.1/σ).
+
+    Z + U has density q(x) = f(round x)/N, f(x) = exp(−x²/2σ²), N = Σ_k f(k); the Gaussian's is f(x)/M,
+    M = σ√(2π). ∫|q − f/M| ≤ |1 − N/M| + (1/M)Σ_k ∫_{k−½}^{k+½}|f(k) − f(x)|dx. Poisson summation gives
+    N = M(1 + 2Σ_{j≥1} e^{−2π²σ²j²}), so |1 − N/M| ≤ 2e^{−2π²σ²}/(1 − e^{−2π²σ²}). On a unit cell
+    |f(k) − f(x)| ≤ |x − k|·sup_cell|f'| and ∫_cell|x − k| = ¼; |f'| is monotone on the four pieces split at
+    −σ, 0, σ with maximum e^{−½}/σ and ∫|f'| = 2, so Σ_k sup_cell|f'| ≤ 2 + 8e^{−½}/σ. TV = ½∫|q − f/M|."""
+    e = math.exp(-2 * math.pi**2 * sigma * sigma)
+    return e / (1 - e) + (0.5 + 2 * math.exp(-0.5) / sigma) / (2 * sigma * math.sqrt(2 * math.pi))
+
+
+def linked_half_width(row: tuple[float, ...], sigmas: list[float], exact: int, coverage: float, *,
+                      rounded: bool) -> int:
+    """Smallest integer h found with P[|released − true| > h] ≤ 1 − coverage for the estimate Σ_j row_j·(x_j + Z_j),
+    Z_j ~ N_Z(0, σ_j²) independent; `rounded`: the estimate is released rounded to the nearest integer (grid step).
+
+    The error is X = Σ_j row_j Z_j; the smaller of two valid bounds is used (both are upper bounds on the
+    non-coverage, so their minimum is):
+    (a) near-Gaussian: for an auxiliary U_j uniform on [−½, ½], X + Σ_{j≠e} row_j U_j differs from X by at most
+        r = ½Σ_{j≠e}|row_j|, and replacing each Z_j + U_j (j ≠ e) by N(0, σ_j²) moves the probability of any event
+        by at most Σ TV_j (`_tv_to_gaussian`; total variation is subadditive over independent coordinates), so
+        P[|X| ≥ t] ≤ Σ_z p_e(z)·P[|G + row_e z| ≥ t − r] + Σ_{j≠e} TV_j with G ~ N(0, Σ_{j≠e} row_j²σ_j²), summed
+        over the exact pmf p_e of the count e (σ_e ≤ 4096; above, e is treated like the others);
+    (b) union bound: |X| ≤ Σ_j |row_j|·h_j with h_j = half_width(σ_j, 1 − α/k) over the k non-zero terms.
+    Rounded: round(x + X) for integer x is within h of x when |X| < h + ½."""
+    alpha = 1 - coverage
+    nz = [j for j, a in enumerate(row) if a != 0.0]
+    h_u = [half_width(sigmas[j], 1 - alpha / len(nz)) for j in nz]
+    t_u = math.fsum(abs(row[j]) * h for j, h in zip(nz, h_u, strict=True))
+    best = math.floor(t_u - 0.5) + 1 if rounded else math.ceil(t_u)
+    e = exact if sigmas[exact] <= _EXACT_TAIL_SIGMA and row[exact] != 0.0 else None
+    cont = [j for j in nz if j != e]
+    tv = math.fsum(_tv_to_gaussian(sigmas[j]) for j in cont)
+    s = math.sqrt(math.fsum((row[j] * sigmas[j]) ** 2 for j in cont))
+    if not cont or tv >= alpha:
+        return best
+    r = 0.5 * math.fsum(abs(row[j]) for j in cont)
+    if e is not None:
+        n = int(40 * sigmas[e]) + 40               # the pmf beyond |z| > 40σ + 40 is < e^-800 (as `_upper_tail`)
+        z = np.arange(-n, n + 1, dtype=np.float64)
+        f = np.exp(-z * z / (2 * sigmas[e] ** 2))
+        pz, shift = f / math.fsum(f), row[e] * z
+    else:
+        pz, shift = np.ones(1), np.zeros(1)
+
+    def bound(t: float) -> float:
+        g = math.fsum(pz * (ndtr((shift - (t - r)) / s) + ndtr((-shift - (t - r)) / s)))
+        return min(1.0, g * (1 + _TAIL_MARGIN) + tv)
+
+    def ok(h: int) -> bool:
+        return bound(h + 0.5 if rounded else float(h)) <= alpha
+
+    guess = int(s * float(ndtri(1 - alpha / 2)))
+    return min(best, _smallest(ok, guess))
+
+
+def _estimates(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> dict[tuple[str, str], np.ndarray]:
+    """The linked measures' estimates per key, Σ_j P_ij·noisy_j in float64 (a fixed order of exact IEEE operations,
+    so the same on every engine and platform): a function of the noisy integers and the public plan only."""
+    out: dict[tuple[str, str], np.ndarray] = {}
+    for link in plan.links:
+        ys = [np.asarray(noisy[(plan.measures[j].metric, plan.measures[j].part)], dtype=np.float64)
+              for j in link.measures]
+        for i, row in zip(link.measures, link.matrix, strict=True):
+            acc = np.zeros(ys[0].shape, dtype=np.float64)
+            for a, y in zip(row, ys, strict=True):
+                acc = acc + a * y
+            out[(plan.measures[i].metric, plan.measures[i].part)] = acc
+    return out
 
 
 # ---------------------------------------------------------------- post-processing
@@ -592,13 +770,21 @@ def mean_interval(noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float, 
 
 def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> dict[str, np.ndarray]:
     """Released columns (name, then name_low/name_high with confidence) from each measure's noisy integers
-    per key (keyed by the measure's (metric, part)), in the keys' (sorted) order: a function of released
-    numbers and the plan only. Metrics sharing a measure read the same noisy integers."""
+    per key (keyed by the measure's (metric, part)), in the keys' (sorted) order: a function of the noisy
+    integers and the plan only. Metrics sharing a measure read the same noisy integers; linked measures (spec
+    §3.2) are read as their least-squares estimate (sums and counts rounded to the grid, means unrounded)."""
     out: dict[str, np.ndarray] = {}
+    linked = _estimates(plan, noisy)
 
-    def read(metric: str, role: str) -> tuple[Measure, Reading, np.ndarray]:
+    def read(metric: str, role: str, *, exact: bool = True) -> tuple[Measure, Reading, np.ndarray]:
+        """The measure's noisy integers, or its linked estimate (§3.2): rounded to the nearest integer (a count, a
+        sum's grid step) where `exact`, as float for a mean."""
         ms, rd = plan._read(metric, role)
-        x = np.asarray(noisy[(ms.metric, ms.part)], dtype=np.int64)
+        key = (ms.metric, ms.part)
+        if key in linked:
+            est = linked[key]
+            return ms, rd, np.clip(np.rint(est), -_CLAMP, _CLAMP).astype(np.int64) if exact else est
+        x = np.asarray(noisy[key], dtype=np.int64)
         if ms.tag == THRESHOLD_TAG:      # the threshold's noisy c_k = users − (pre_threshold − 1): shift back
             x = x + (plan.pre_threshold - 1)
         return ms, rd, x
@@ -607,7 +793,7 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
         if mt.kind == "mean":
             if not (mt.lower is not None and mt.upper is not None):
                 raise InternalError("invariant failed: mt.lower is not None and mt.upper is not None")
-            (ms, rs, s), (_, rc, c) = read(mt.name, "sum"), read(mt.name, "count")
+            (ms, rs, s), (_, rc, c) = read(mt.name, "sum", exact=False), read(mt.name, "count", exact=False)
             out[mt.name] = finish_mean(s, c, mt.lower, mt.upper, ms.step, ms.offset)
             if plan.confidence is not None:
                 if not (rs.half_width is not None and rc.half_width is not None):

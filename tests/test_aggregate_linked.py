@@ -1,0 +1,280 @@
+"""Linked measures (docs/specs/private-group-by.md §3.2): a sum and a mean on the same column and bounds satisfy
+S = S_c + o·C on the true values, so the three noisy measures are released as one least-squares estimate —
+which identities are linked and which not, unbiasedness and the variance reduction (fixed seeds, tolerances from
+the math), interval coverage, the total-variation bound the intervals use, and the engines' true values meeting
+the identity exactly."""
+from __future__ import annotations
+
+import math
+from unittest import mock
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from scipy.special import ndtr
+from scipy.stats import chi2
+
+import duckdp
+from duckdp.discrete import discrete_gaussian_array
+from duckdp.prf import PRFKey
+from duckdp.privacy.aggregate import (
+    THRESHOLD_TAG,
+    _projection,
+    _tv_to_gaussian,
+    finish,
+    finish_mean,
+    half_width,
+    linked_half_width,
+    plan_aggregate,
+)
+from duckdp.privacy.budget import ZCDP, EpsDelta
+
+SUM_MEAN = {"u": "users", "s": ("sum", "v", 0, 500), "avg": ("mean", "v", 0, 500)}
+
+
+def plan(metrics=SUM_MEAN, **kw):
+    kw.setdefault("max_contributions", 10)
+    kw.setdefault("keys", "select")
+    if kw["keys"] == "select":
+        kw.setdefault("algo", "dpsips")
+    return plan_aggregate(kw.pop("budget", EpsDelta(1.0, 1e-5)), metrics, **kw)
+
+
+def linked(p) -> set[tuple[str, str, str]]:
+    """Each identity as (sum metric, mean metric, count measure's metric.part)."""
+    ms = p.measures
+    return {(ms[s].metric, ms[c].metric, f"{ms[n].metric}.{ms[n].part}") for link in p.links
+            for s, c, n, _ in link.identities}
+
+
+# ---------------------------------------------------------------- which measures are linked
+
+@pytest.mark.parametrize("kw, expected", [
+    ({"not_null": "v"}, {("s", "avg", "u.count")}),                      # the row count, also read by users
+    ({}, {("s", "avg", "avg.count")}),                                  # the mean's non-NULL count
+    ({"max_rows_per_key": 3}, {("s", "avg", "avg.count")}),
+    ({"max_rows_per_key": 3, "not_null": "v"}, {("s", "avg", "avg.count")}),  # the row count (users: own draw)
+    ({"keys": "public"}, {("s", "avg", "avg.count")}),
+    ({"keys": "threshold"}, {("s", "avg", "avg.count")}),               # the mean's own count draw
+    ({"keys": "threshold", "not_null": "v", "max_rows_per_key": 2}, {("s", "avg", "avg.count")}),
+    ({"keys": "threshold", "not_null": "v"}, set()),                    # C is the threshold's draw: not linked
+])
+def test_a_sum_and_a_mean_on_one_column_and_bounds_are_linked_except_through_the_threshold(kw, expected):
+    p = plan(**kw)
+    assert linked(p) == expected
+    if not expected:
+        assert p.measure("avg", "count").tag == THRESHOLD_TAG
+        return
+    assert "linked (spec §3.2" in "\n".join(p.report_lines())
+    link, = p.links
+    s, c, n, off = link.identities[0]
+    assert off == p.measures[c].offset and p.measures[s].offset == 0 and p.measures[s].step == p.measures[c].step
+    assert p.rho == plan(**kw).rho and p.spent == plan(**kw).spent        # post-processing: nothing charged
+
+
+@pytest.mark.parametrize("metrics", [
+    {"s": ("sum", "v", 0, 500), "avg": ("mean", "v", 0, 400)},            # other bounds: other clipping
+    {"s": ("sum", "v", 0, 500), "avg": ("mean", "w", 0, 500)},            # other column
+    {"s": ("sum", "v", 0, 500), "n": "count"},
+    {"avg": ("mean", "v", 0, 500), "n": "count", "u": "users"},
+])
+def test_measures_without_an_exact_identity_are_not_linked(metrics):
+    assert plan(metrics).links == ()
+    assert plan(metrics, not_null=[c for c in ("v", "w") if any(
+        isinstance(x, tuple) and x[1] == c for x in metrics.values())]).links == ()
+
+
+def test_means_on_other_bounds_sharing_one_count_form_one_group():
+    p = plan({"s1": ("sum", "v", 0, 500), "m1": ("mean", "v", 0, 500), "s2": ("sum", "v", 0, 50),
+              "m2": ("mean", "v", 0, 50)})
+    link, = p.links
+    assert len(link.identities) == 2 and len(link.measures) == 5
+    assert {p.measures[n].metric for _, _, n, _ in link.identities} == {"m1"}    # one non-NULL count of v
+
+
+# ---------------------------------------------------------------- the estimate
+
+def test_the_projection_keeps_every_consistent_vector_and_shrinks_every_variance():
+    p = plan({"s1": ("sum", "v", 0, 500), "m1": ("mean", "v", 0, 500), "s2": ("sum", "v", -3, 50),
+              "m2": ("mean", "v", -3, 50)}, not_null="v")
+    link, = p.links
+    pm = np.array(link.matrix)
+    sig = np.array([p.measures[i].sigma for i in link.measures])
+    pos = {m: j for j, m in enumerate(link.measures)}
+    rng = np.random.default_rng(3)
+    x = np.zeros(len(sig))
+    for _, c, n, _ in link.identities:                         # a consistent vector: S = S_c + o·C
+        x[pos[n]] = 1234
+        x[pos[c]] = rng.integers(-10**6, 10**6)
+    for s, c, n, off in link.identities:
+        x[pos[s]] = x[pos[c]] + off * x[pos[n]]
+    assert pm @ x == pytest.approx(x, rel=1e-12, abs=1e-6)     # unbiased: P x = x on the identities' subspace
+    assert pm @ pm == pytest.approx(pm, abs=1e-9)              # a projection
+    cov = pm @ np.diag(sig**2) @ pm.T
+    assert np.sqrt(np.diag(cov)) == pytest.approx(link.sd, rel=1e-9)
+    assert np.all(np.array(link.sd) < sig)                     # every measure gains
+    ell = rng.normal(size=(50, len(sig)))                      # and every linear statistic of them (Gauss–Markov)
+    assert np.all(np.einsum("ki,ij,kj->k", ell, cov, ell) <= np.einsum("ki,i,ki->k", ell, sig**2, ell) * (1 + 1e-12))
+
+
+def test_one_identity_is_inverse_variance_weighting():
+    """S_hat = w·S + (1 − w)(S_c + o·C) with w ∝ 1/σ_S², 1 − w ∝ 1/(σ_c² + o²σ_C²) — the brief's form."""
+    (pm, sd) = _projection([0, 1, 2], [(0, 1, 2, 7)], [3.0, 2.0, 0.5])
+    v_alt = 2.0**2 + 49 * 0.25
+    w = (1 / 9) / (1 / 9 + 1 / v_alt)
+    assert pm[0] == pytest.approx((w, 1 - w, 7 * (1 - w)), rel=1e-12)
+    assert sd[0] == pytest.approx(math.sqrt(1 / (1 / 9 + 1 / v_alt)), rel=1e-12)
+    assert all(isinstance(x, float) for row in pm for x in row)
+
+
+def simulate(p, n: int, seed: int, s_c: int, count: int):
+    """Released columns of `p` (keys v's sum and mean on one link) for n keys with true centred sum s_c and
+    count `count` (so S = s_c + o·count), the noise each measure's exact N_Z(0, σ²) from a seeded PRF."""
+    key = PRFKey.from_seed(seed)
+    noisy = {}
+    c = p.measure("avg", "sum")
+    truth = {"sum": s_c + c.offset * count, "centred": s_c, "count": count}
+    for ms in p.measures:
+        kind = "count" if ms.part in ("users", "count") else ("centred" if ms.offset else "sum")
+        z = discrete_gaussian_array(key.derive(b"aggm", ms.tag), np.zeros(n, np.uint64), np.arange(n, dtype=np.uint64),
+                                    ms.sigma)
+        noisy[(ms.metric, ms.part)] = truth[kind] + z
+    return finish(p, noisy), noisy, truth
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("not_null", [None, "v"])
+def test_linked_sums_are_unbiased_with_the_variance_the_plan_states_and_means_gain(not_null):
+    p = plan(not_null=not_null, confidence=0.9)
+    link, = p.links
+    s_idx = link.identities[0][0]
+    sd = link.sd[link.measures.index(s_idx)]
+    sigma = p.measures[s_idx].sigma
+    n, count = 20000, 400
+    s_c = -150 * count * 256                                     # mean 500/2 − 150 = 100 (grid step 2⁻⁸)
+    out, noisy, truth = simulate(p, n, 5, s_c, count)
+    step = p.measure("s", "sum").step
+    err = out["s"] / step - truth["sum"]
+    assert np.all(out["s"] / step == np.round(out["s"] / step))    # still on the grid
+    assert abs(err.mean()) < 4 * sd / math.sqrt(n) + 0.5          # unbiased (+ at most half a step of rounding)
+    var = err.var(ddof=1) / sd**2
+    assert chi2.ppf(1e-4, n - 1) / (n - 1) < var < chi2.ppf(1 - 1e-4, n - 1) / (n - 1)
+    assert sd < 0.75 * sigma                                       # the sum's own draw alone: sd = σ
+    own = noisy[("s", "sum")] - truth["sum"]                      # same seed: the unlinked sum's error
+    assert err.var() < 0.6 * own.var()
+    ms, mc = p.measure("avg", "sum"), p.measure("avg", "count")   # the mean: paired against the unlinked one
+    unlinked = finish_mean(noisy[(ms.metric, ms.part)], noisy[(mc.metric, mc.part)], 0, 500, ms.step, ms.offset)
+    true_mean = (ms.offset + s_c / count) * ms.step
+    assert np.mean((out["avg"] - true_mean) ** 2) < 0.95 * np.mean((unlinked - true_mean) ** 2)
+    assert abs(np.mean(out["avg"] - true_mean)) < 4 * np.std(out["avg"]) / math.sqrt(n) + 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("confidence", [0.8, 0.95])
+def test_linked_intervals_cover_at_the_nominal_rate_and_are_not_loose(confidence):
+    p = plan(not_null="v", confidence=confidence)
+    n, count = 20000, 400
+    s_c = 30 * count * 256
+    out, _, truth = simulate(p, n, 6, s_c, count)
+    se = math.sqrt(confidence * (1 - confidence) / n)
+    step = p.measure("s", "sum").step
+    for col, true in (("s", truth["sum"] * step), ("u", truth["count"])):
+        cov = np.mean((out[f"{col}_low"] <= true) & (true <= out[f"{col}_high"]))
+        assert confidence - 4 * se <= cov <= confidence + 4 * se + 0.005, (col, cov)   # tight: near-Gaussian bound
+    ms = p.measure("avg", "sum")
+    true_mean = (ms.offset + s_c / count) * ms.step
+    cov = np.mean((out["avg_low"] <= true_mean) & (true_mean <= out["avg_high"]))
+    assert cov >= confidence - 4 * se
+    own = half_width(p.measure("s", "sum").sigma, confidence)          # the sum's own draw's half-width
+    assert p.reading("s", "sum").half_width < 0.75 * own
+
+
+# ---------------------------------------------------------------- the interval's bound
+
+@pytest.mark.parametrize("sigma", [0.8, 2.0, 5.0, 30.0])
+def test_the_total_variation_bound_holds(sigma):
+    """½∫|q − φ| computed on a fine grid (q: Z + U's step density) is below `_tv_to_gaussian`, which is within
+    a factor 1.1 of it for σ ≥ 30 (sums have σ ≥ 10³ grid steps in practice: the intervals lose next to nothing)."""
+    n = int(40 * sigma) + 40
+    k = np.arange(-n, n + 1, dtype=np.float64)
+    pk = np.exp(-k * k / (2 * sigma**2))
+    pk /= math.fsum(pk)
+    sub = 2000                                              # exact Gaussian mass per sub-interval of each cell
+    edges = (k[:, None] - 0.5 + np.arange(sub + 1)[None, :] / sub) / sigma
+    mass = np.diff(ndtr(edges), axis=1)                     # P[G ∈ sub-interval]
+    q = pk[:, None] / sub                                   # Z + U's mass there
+    tv = 0.5 * (np.abs(q - mass).sum() + 2 * ndtr(-(n + 0.5) / sigma))
+    assert tv <= _tv_to_gaussian(sigma)
+    if sigma >= 30:
+        assert _tv_to_gaussian(sigma) < 1.1 * tv
+
+
+def exact_noncoverage(row, sigmas, h: float) -> float:
+    """P[|Σ row_j Z_j| > h] by enumeration of three small discrete Gaussians."""
+    grids = []
+    for s in sigmas:
+        n = int(10 * s) + 10                     # the mass beyond is < e^-50
+        z = np.arange(-n, n + 1, dtype=np.float64)
+        p = np.exp(-z * z / (2 * s * s))
+        grids.append((z, p / p.sum()))
+    (z0, p0), (z1, p1), (z2, p2) = grids
+    x01 = row[0] * z0[:, None] + row[1] * z1[None, :]
+    p01 = p0[:, None] * p1[None, :]
+    return sum(float(p2[i] * p01[np.abs(x01 + row[2] * z2[i]) > h].sum()) for i in range(len(z2)))
+
+
+@pytest.mark.parametrize("sigmas, off", [((20.0, 15.0, 6.0), 4), ((6.0, 4.0, 1.5), 2), ((60.0, 3.0, 9.0), 7)])
+@pytest.mark.parametrize("coverage", [0.9, 0.975])
+def test_linked_half_width_covers_against_exact_enumeration(sigmas, off, coverage):
+    """Small σs (both bounds of `linked_half_width` in play, TV not negligible): the half-width is valid for the
+    exact distribution of the combined error, rounded or not, and at least what the exact quantile needs."""
+    pm, _ = _projection([0, 1, 2], [(0, 1, 2, off)], list(sigmas))
+    for row in pm:
+        for rounded in (False, True):
+            h = linked_half_width(row, list(sigmas), 2, coverage, rounded=rounded)
+            edge = h + 0.5 - 1e-9 if rounded else h
+            assert exact_noncoverage(row, sigmas, edge) <= 1 - coverage
+    assert linked_half_width((1.0, 0.0, 0.0), [9.0, 1.0, 1.0], 2, coverage, rounded=False) == half_width(9.0, coverage)
+
+
+# ---------------------------------------------------------------- the engines' true values meet the identity
+
+@pytest.mark.parametrize("kw", [{}, {"not_null": "v"}, {"max_rows_per_key": 2},
+                                {"max_rows_per_key": 2, "not_null": "v"}])
+def test_with_zero_noise_the_linked_release_is_the_true_bounded_statistic(con, kw):
+    """If the engine's S, S_c and C were not over the same rows (NULLs, the row sample, a declared column's
+    midpoint), P·y ≠ y and the zero-noise release would move off the truth."""
+    rng = np.random.default_rng(8)
+    n = 3000
+    users = rng.integers(0, 400, n)
+    items = rng.integers(0, 12, n)
+    vals = rng.uniform(-50, 700, n).round(3)
+    vals[rng.random(n) < 0.2] = np.nan
+    t = pa.table({"user_id": users, "item": items, "v": pa.array(vals, from_pandas=True)})
+    zero = mock.patch("duckdp.group_by._noise",
+                      lambda r, tag, hi, lo, sigma, ranks=None: np.zeros(hi.size, dtype=np.int64))
+    args = {"by": "item", "keys": list(range(12)), "rho": 1.0, "delta": 1e-6, "max_contributions": 50, "seed": 3}
+    with zero:
+        agg = duckdp.aggregate(con, t, metrics=SUM_MEAN, **args, **kw)
+        ref = duckdp.aggregate(con, t, metrics={"s": SUM_MEAN["s"]}, **args, **kw)
+        ref_mean = duckdp.aggregate(con, t, metrics={"avg": SUM_MEAN["avg"]}, **args, **kw)
+    assert agg.plan.links
+    out = agg.to_arrow()
+    assert out.column("s").to_pylist() == ref.to_arrow().column("s").to_pylist()        # unlinked: the truth
+    assert out.column("avg").to_numpy() == pytest.approx(ref_mean.to_arrow().column("avg").to_numpy(), abs=1e-9)
+    # power: a wrong identity (offset off by one) does move the zero-noise release
+    link, = agg.plan.links
+    s, c, cnt, off = link.identities[0]
+    wrong, _ = _projection(list(link.measures), [(s, c, cnt, off + 1)], [agg.plan.measures[i].sigma
+                                                                          for i in link.measures])
+    y = np.array([1e6, -2e5, 50.0])[: len(link.measures)]
+    pos = {m: j for j, m in enumerate(link.measures)}
+    y[pos[s]] = y[pos[c]] + off * y[pos[cnt]]
+    assert not np.allclose(np.array(wrong) @ y, y)
+
+
+def test_plan_is_charged_the_same_with_and_without_the_link():
+    a = plan(budget=ZCDP(0.3, 1e-6))
+    b = plan(budget=ZCDP(0.3, 1e-6), metrics={"u": "users", "s": ("sum", "v", 0, 500), "avg": ("mean", "v", 0, 499)})
+    assert a.links and not b.links and a.rho == b.rho
+    assert [m.rho for m in a.measures] == [m.rho for m in b.measures]          # the same split: nothing moves
