@@ -179,6 +179,28 @@ def test_sql_vectors_random_states(con, seed):
     assert leftovers(con) == []
 
 
+@pytest.mark.parametrize("d0", [2, 8, 30])
+def test_round_one_uniform_vectors_same_bits(con, d0):
+    """Round 1's vectors by adaptive_sips_vectors_uniform.sql (`first`: every level 1, c = 1, x = 1/√d) are
+    the general template's bit for bit, users over and under Δ0 alike, so seeded releases are unchanged."""
+    users, items = random_sets(300, 120, 40, 3)
+    make_table(con, "t", users, items)
+    ctx = _context(con)
+    try:
+        stages = DuckDBStages(ctx)
+        pairs = stages.store(stages.pairs(), "pairs")
+        salt = stages.randomness.salt()
+        remaining = own.remaining(stages, pairs, None, salt)
+        kept = stages.truncate(stages.sized(remaining), d0, salt)
+        both = [con.sql(f"SELECT _dp_user, _dp_k0, _dp_x FROM ({v.sql}) ORDER BY ALL", params=v.params).fetchall()
+                for v in (own.vectors(stages, kept, 1.0), own.vectors(stages, kept, 1.0, uniform=True))]
+    finally:
+        ctx.close()
+    assert both[0] and any(x != both[0][0][2] for *_, x in both[0])    # users of several sizes d
+    assert both[0] == both[1]
+    assert leftovers(con) == []
+
+
 def _adversarial_user(n_hi, n_lo, n_out, d0, beta_min, threads=None) -> dict:
     """One user with n_hi level-1 keys, n_lo level-β_min keys and n_out dropped ones, its SQL vector
     checked against the reference (c = 1/β_min); {key: x_ui} of the kept keys."""

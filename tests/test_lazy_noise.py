@@ -184,6 +184,23 @@ def test_candidates_out_of_the_truncation_order_are_caught(con, monkeypatch):
         _same(eager, _trace(con, True, 1, 1.0))
 
 
+def test_candidates_dropped_before_the_last_release(con, monkeypatch):
+    """The last round reads neither its own candidates nor the round before's once their keys are noised
+    and checked: no candidates table is left when the last round's weights are released."""
+    _table(con, string_keys=False)
+    live: list[list[str]] = []
+    original = DuckDBStages.release
+
+    def release(self, weights, plan):
+        live.append([n for (n,) in self.ctx.con.execute("SELECT table_name FROM duckdb_tables() WHERE temporary "
+                                                         "AND table_name LIKE '%candidates%'").fetchall()])
+        return original(self, weights, plan)
+    monkeypatch.setattr(DuckDBStages, "release", release)
+    duckdp.select(con, "t", algo="adaptive_sips", rho=1.0, delta=1e-5, max_contributions=DELTA0, seed=1)
+    assert live == [[]]
+    assert leftovers(con) == []
+
+
 # -- MAD2R: round-1 noise of keys no user kept, drawn when round 2's truncation may keep them ----------------
 def _trace_mad2r(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float, **params) -> dict:
     """One MAD2R release and what it computed: round 1's sorted (w, ŵ1) on the keys with a weight, how

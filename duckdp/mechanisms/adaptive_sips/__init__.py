@@ -35,7 +35,8 @@ The last steps (release, drop, levels) are post-processing of ŵ and the thresho
 Stages (the engine's generic stages and this folder's own, duckdb.py with ./sql and spark.py; DuckDB
 SQL in brackets): the input's distinct pairs, stored once; per round step 1 [adaptive_sips_first.sql
 / adaptive_sips_remaining.sql: R_u with each key's level], step 2 the shared truncation stage (sized
-→ truncate: R̃_u, d), step 3 [adaptive_sips_vectors.sql], step 4 [adaptive_sips_weights.sql; rounds
+→ truncate: R̃_u, d), step 3 [adaptive_sips_vectors.sql; round 1, uniform 1/√d:
+adaptive_sips_vectors_uniform.sql], step 4 [adaptive_sips_weights.sql; rounds
 whose state a later round reads: adaptive_sips_universe.sql, every key of ∪R_u, from the pairs in
 round 1 (adaptive_sips_in_play_first.sql) and from the state after (adaptive_sips_in_play.sql)] and
 the noise stage, steps 5–6 `next_state` (numpy, engine-neutral, through the generic `decide` stage) stored as the
@@ -183,7 +184,7 @@ class AdaptiveSIPS(Mechanism):
         for j, round_plan in enumerate(plan[:-1]):
             salt = stages.randomness.salt()          # this round's truncation: `remaining` may order by it
             remaining = own.remaining(stages, pairs, state, salt, lazy)
-            vectors = round_vectors(stages, own, remaining, round_plan, max_contributions, salt)
+            vectors = round_vectors(stages, own, remaining, round_plan, max_contributions, salt, state is None)
             new, released = own.state(stages, remaining, vectors, state, round_plan, params, j, lazy)
             if state is not None:
                 stages.drop(state)
@@ -191,8 +192,8 @@ class AdaptiveSIPS(Mechanism):
             rounds.append(Round.from_plan(j, round_plan, released))
         salt = stages.randomness.salt()
         remaining = own.remaining(stages, pairs, state, salt, lazy)
-        last = stages.release(own.weights(stages, round_vectors(stages, own, remaining, plan[-1],
-                                                                max_contributions, salt)), plan[-1])
+        last = stages.release(own.weights(stages, round_vectors(stages, own, remaining, plan[-1], max_contributions,
+                                                                salt, state is None)), plan[-1])
         table = stages.output(last if state is None else stages.union(own.released(stages, state), last))
         released = stages.num_rows(table) - sum(r.released for r in rounds)
         rounds.append(Round.from_plan(len(plan) - 1, plan[-1], released))
@@ -200,8 +201,10 @@ class AdaptiveSIPS(Mechanism):
 
 
 def round_vectors(stages: Engine, own: ModuleType, remaining: Frame, plan: RoundPlan, max_contributions: int,
-                  salt: int) -> Frame:
+                  salt: int, first: bool = False) -> Frame:
     """Steps 2–3: R̃_u by the generic truncation stage under the round's fresh `salt` (drawn by `run`,
     which hands the same salt to `remaining`), then each user's capped vector (`own`: the family's stages
-    on this engine)."""
-    return own.vectors(stages, stages.truncate(stages.sized(remaining), max_contributions, salt), plan.extra.cap)
+    on this engine). `first`: round 1, every level 1 and c = 1 (round_caps), so x_u is uniform 1/√d and
+    the engine may skip the level counts (the same numbers)."""
+    kept = stages.truncate(stages.sized(remaining), max_contributions, salt)
+    return own.vectors(stages, kept, plan.extra.cap, first)

@@ -92,7 +92,7 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     if before is not None and len(lazy.rounds) == lazy.params["iterations"] - 1:
         # the last round carries nothing on: its candidates and R'_u read the round before's open pairs,
         # with the state joined where they are read (no table of open pairs to write)
-        prior = engine.table_name(before[0])
+        prior, stale = engine.table_name(before[0]), engine.table_name(before[1])   # open pairs, candidates
         source = (f"(SELECT p.* FROM {prior} AS p ANTI JOIN {table} AS s ON {ctx.key_match('p', 's')} "
                   "WHERE p._dp_level IS NULL) AS o")
         opened = None
@@ -129,6 +129,9 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         noise_late(engine, name, table, lazy)
         engine.drop(stored)
     if opened is None:                # the last round: the round before's open pairs in play now
+        # this round's candidates were read only by noise_late and the check above (their keys are in `state`
+        # now), the round before's by nothing: both go in one statement
+        ctx.drop(stale, name)
         return engine.query("adaptive_sips_remaining", {"pairs": prior, "exclude": " EXCLUDE (_dp_level)",
                                                         "state": table, "match": ctx.key_match("p", "s")})
     return engine.query("adaptive_sips_remaining_open", {"open": source, "candidates": name,
@@ -164,9 +167,13 @@ def noise_late(engine: DuckDBStages, candidates: str, state: str, lazy: LazyRoun
     ctx.con.execute(f"INSERT INTO {state} BY NAME SELECT * FROM {view}")
 
 
-def vectors(engine: DuckDBStages, kept: Query, cap: float) -> Query:
+def vectors(engine: DuckDBStages, kept: Query, cap: float, uniform: bool = False) -> Query:
     """Step 3, (`_dp_user`, keys, `_dp_x`): each user's capped unit-norm vector over R̃_u
-    [adaptive_sips_vectors.sql]."""
+    [adaptive_sips_vectors.sql]; `uniform` (round 1: every level 1, c = 1) the same numbers, 1/√d, without
+    counting levels [adaptive_sips_vectors_uniform.sql]."""
+    if uniform:
+        return engine.query("adaptive_sips_vectors_uniform", {"kept": kept.sql, "keys": engine.ctx.key_aliases},
+                            kept.params)
     return engine.query("adaptive_sips_vectors", {"kept": kept.sql, "keys": engine.ctx.key_aliases},
                         merge(kept.params, {"cap": cap}))
 

@@ -29,9 +29,12 @@ def remaining(engine: SparkStages, pairs: DataFrame, state: DataFrame | None, sa
                            fragments={"match": engine.key_match("p", "s"), "exclude": ""})
 
 
-def vectors(engine: SparkStages, kept: DataFrame, cap: float) -> DataFrame:
+def vectors(engine: SparkStages, kept: DataFrame, cap: float, uniform: bool = False) -> DataFrame:
     """Step 3, each user's capped unit-norm vector over R̃_u: the DuckDB template
-    adaptive_sips_vectors.sql itself, run by `spark.sql` (benchmarks/bench_spark_template.py)."""
+    adaptive_sips_vectors.sql itself, run by `spark.sql` (benchmarks/bench_spark_template.py); `uniform`
+    (round 1: every level 1, c = 1) the same numbers, 1/√d, by adaptive_sips_vectors_uniform.sql."""
+    if uniform:
+        return engine.template("adaptive_sips_vectors_uniform", {"kept": kept}, {}, subqueries=("kept",))
     return engine.template("adaptive_sips_vectors", {"kept": kept}, {"cap": cap}, subqueries=("kept",))
 
 

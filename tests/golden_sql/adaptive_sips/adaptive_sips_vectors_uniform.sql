@@ -1,0 +1,16 @@
+-- rendering 1 of 1; binds $max_contributions=2, $trunc_salt=4041988694836402461
+WITH kept AS (       -- R̃_u with d (stage_truncate.sql)
+  WITH sized AS (
+  WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
+  SELECT *, 1.0::DOUBLE AS _dp_level FROM "_duckdp_000000000000_pairs0"
+), sizes AS (        -- each user's distinct-key count |W_u|
+  SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
+)
+SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user)
+)
+SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM sized WHERE _dp_size <= $max_contributions
+UNION ALL
+SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHERE _dp_size > $max_contributions
+QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)))) <= $max_contributions
+)
+SELECT _dp_user, _dp_k0, 1.0 / sqrt(_dp_d) AS _dp_x FROM kept
