@@ -127,7 +127,8 @@ def thresholded(engine: SparkStages, plan: AggregatePlan, rule: ThresholdRule) -
         for batch in batches:
             yield rule(batch)
 
-    return candidates.mapInArrow(keep, schema).orderBy(*engine.keys).toArrow()
+    kept = engine.store(candidates.mapInArrow(keep, schema))    # the sort reads it twice (sample, sort): draw once
+    return kept.orderBy(*engine.keys).toArrow()
 
 
 def pre_thresholded_weights(engine: SparkStages, max_contributions: int, pre_threshold: int) -> DataFrame:
