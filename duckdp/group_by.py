@@ -4,9 +4,10 @@ validate → plan (no data: duckdp/privacy/aggregate.py) → open the run (charg
 keys (a select() mechanism, Gaussian thresholding, or public) → engine stages (restrict, bound keys,
 sample rows, clip, per-key measures: duckdp/mechanisms/aggregate/; keys="threshold" runs them once over every key
 and thresholds the users of the same kept pairs) → exact discrete Gaussian noise per (measure, key) from the
-run's PRF → `finish` → a result sorted by key. Runs on DuckDB and Spark: the stages come
-from the engine's module, the plan, the noise (on the driver, from the same PRF) and `finish` are shared, so a
-seeded call releases the same numbers on both wherever the engines' true integers agree. Spec:
+run's PRF → `finish` → a result sorted by key. Runs on DuckDB and Spark: the stages come from the engine's
+module; the plan, the noise (the same PRF: on the driver, except keys="threshold"'s rule, which Spark runs on its
+executors) and `finish` are shared, so a seeded call releases the same numbers on both wherever the engines' true
+integers agree. Spec:
 docs/specs/private-group-by.md.
 """
 from __future__ import annotations
