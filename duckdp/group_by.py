@@ -4,9 +4,10 @@ validate → plan (no data: duckdp/privacy/aggregate.py) → open the run (charg
 keys (a select() mechanism, Gaussian thresholding, or public) → engine stages (restrict, bound keys,
 sample rows, clip, per-key measures: duckdp/mechanisms/aggregate/; keys="threshold" runs them once over every key
 and thresholds the users of the same kept pairs) → exact discrete Gaussian noise per (measure, key) from the
-run's PRF → `finish` → a result sorted by key. Runs on DuckDB and Spark: the stages come
-from the engine's module, the plan, the noise (on the driver, from the same PRF) and `finish` are shared, so a
-seeded call releases the same numbers on both wherever the engines' true integers agree. Spec:
+run's PRF → `finish` → a result sorted by key. Runs on DuckDB and Spark: the stages come from the engine's
+module; the plan, the noise (the same PRF: on the driver, except keys="threshold"'s rule, which Spark runs on its
+executors) and `finish` are shared, so a seeded call releases the same numbers on both wherever the engines' true
+integers agree. Spec:
 docs/specs/private-group-by.md.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ from . import mechanisms
 from .discrete import discrete_gaussian_array
 from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
-from .mechanisms.aggregate import collision_ranks, counters, own_stages, pre_thresholded_selection
+from .mechanisms.aggregate import NOISY_USERS, collision_ranks, counters, own_stages, pre_thresholded_selection
 from .mechanisms.base import Params, Round, RoundPlan
 from .privacy import auto_contributions
 from .privacy.accountant import Accountant, plan_hook
@@ -144,7 +145,7 @@ def _noise(randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray, sig
            ranks: np.ndarray | None = None) -> np.ndarray:
     """Exact N_Z(0, σ²) per key from K[b"aggm", tag, rank] keyed by its counter (CKS20 Alg. 3; spec §2.6):
     a function of (K, tag, counter, rank) only, independent of other keys and of row order. `ranks`: the keys'
-    collision ranks where the caller has them (a stream of keys: `_threshold`), else `collision_ranks` of these keys."""
+    collision ranks where the caller has them (a stream of keys: `_Threshold`), else `collision_ranks` of these keys."""
     ranks = collision_ranks(hi, lo) if ranks is None else ranks
     out = np.zeros(hi.size, dtype=np.int64)
     for r in np.unique(ranks):
@@ -153,27 +154,27 @@ def _noise(randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray, sig
     return out
 
 
-def _threshold(candidates: pa.RecordBatchReader, plan: AggregatePlan,
-               randomness: Randomness) -> tuple[pa.Table, np.ndarray]:
-    """keys="threshold" (spec §4.2): the candidate keys (`user_counts`' key-sorted batches, each key's counter,
-    c and collision rank) whose c plus exact N_Z(0, σ²) reaches the threshold, with their measures, and that
-    noisy c (the users metric). One batch at a time: each key's draw is a function of (K, tag, counter, rank)
-    only, so batching draws the same noise as one array of every candidate."""
-    t = plan.threshold
-    if t is None:
-        raise InternalError("invariant failed: a threshold plan has a threshold")
-    kept: list[pa.RecordBatch] = []
-    users: list[np.ndarray] = []
-    for batch in candidates:
+@dataclass(frozen=True)
+class _Threshold:
+    """keys="threshold" (spec §4.2), the `ThresholdRule` run on each batch of candidate keys (`user_counts`' columns:
+    each key's counter, c and collision rank): the keys whose c plus exact N_Z(0, σ²) reaches the threshold, with
+    their measures (the same kept pairs) and that noisy c (the users metric) as `NOISY_USERS`. Each key's draw is a
+    function of (K, tag, counter, rank) only, so any batching — DuckDB's stream on the driver, Spark's partitions
+    on the executors (the key travels with the rule, as in duckdp/spark/noise.py) — draws the same noise as one
+    array of every candidate."""
+
+    sigma: float
+    threshold: float
+    randomness: Randomness
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         hi, lo = counters(batch)
         c = batch.column("_dp_c").to_numpy(zero_copy_only=False).astype(np.int64)
         ranks = batch.column("_dp_rank").to_numpy(zero_copy_only=False).astype(np.int64)
-        noisy_c = c + _noise(randomness, THRESHOLD_TAG, hi, lo, t.sigma, ranks)      # spec §4.2
-        keep = noisy_c >= t.threshold
-        kept.append(batch.filter(pa.array(keep)))  # spec §4.2: the released keys' measures, same kept pairs
-        users.append(noisy_c[keep])                 # aligned with the kept rows
-    return (pa.Table.from_batches(kept, schema=candidates.schema),
-            np.concatenate(users) if users else np.zeros(0, dtype=np.int64))
+        noisy_c = c + _noise(self.randomness, THRESHOLD_TAG, hi, lo, self.sigma, ranks)      # spec §4.2
+        keep = pa.array(noisy_c >= self.threshold)
+        return batch.append_column(pa.field(NOISY_USERS, pa.int64(), nullable=False),
+                                   pa.array(noisy_c, pa.int64())).filter(keep)
 
 
 def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "user_id", metrics: dict,
@@ -261,7 +262,11 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
         names = [f"_dp_k{i}" for i in range(len(source.key_names))]
         users_noisy = None
         if mode == "threshold":      # one truncation: the threshold's users and the measures of the same kept pairs
-            true, users_noisy = _threshold(own.user_counts(stages, plan), plan, randomness)
+            if plan.threshold is None:
+                raise InternalError("invariant failed: a threshold plan has a threshold")
+            rule = _Threshold(plan.threshold.sigma, plan.threshold.threshold, randomness)
+            true = own.thresholded(stages, plan, rule)
+            users_noisy = true.column(NOISY_USERS).to_numpy(zero_copy_only=False)
         elif mode == "select":
             if mech is None or rounds_plan is None or params is None:
                 raise InternalError("invariant failed: a selection needs its mechanism")

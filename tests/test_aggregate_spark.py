@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import shutil
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from decimal import Decimal
 from pathlib import Path
+from unittest import mock
 
 import duckdb
 import numpy as np
@@ -91,6 +92,49 @@ def test_movielens_identical_releases_under_a_seed(spark, movielens, keys, integ
     assert len(a) > 20
     assert_identical(a, b)
     assert b.items.toArrow().equals(b.to_arrow())        # items: a Spark DataFrame listed by key
+
+
+# ---------------------------------------------------------------- keys="threshold" on the executors (stop 29)
+
+SHARED_COUNTERS = {     # 3 counters for every key (by its last digit mod 3), the same on both engines
+    "duckdb": ("0::BIGINT", "(CAST(right(_dp_k0, 1) AS UBIGINT) % 3)", False),
+    "spark": ("CAST(0 AS BIGINT)", "CAST(pmod(CAST(substring(_dp_k0, -1, 1) AS BIGINT), 3) AS BIGINT)", True)}
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_threshold_runs_on_the_executors_releasing_duckdbs_numbers(spark, collide):
+    """keys="threshold" on Spark noises and thresholds its candidates on the executors: the driver collects only
+    the released keys (every `toArrow` of the call ≤ the keys released, against 360 candidates), and the seeded
+    release equals DuckDB's, whose stream draws as before — in Arrow batches of 7 keys too, and where keys share
+    a counter (forced: 3 counters for 360 keys), whose collision ranks Spark computes as DuckDB's SQL does."""
+    tail = pa.table({"user_id": pa.array(range(10**5, 10**5 + 300), pa.int64()),      # 300 keys of one user each
+                     "item": [f"t{k:03d}" for k in range(300)], "rating": pa.array([3] * 300, pa.int64())})
+    t = pa.concat_tables([ratings(n_users=2000, n_keys=60, seed=6), tail])
+    kw = {"by": "item", "metrics": METRICS, "keys": "threshold", "rho": 2.0, "delta": 1e-6, "max_contributions": 8,
+          "seed": 4, "confidence": 0.9}
+    DataFrame = type(spark.range(1))            # the session's own class (classic or Connect)
+    collected: list[int] = []
+    to_arrow = DataFrame.toArrow
+
+    def spy(self):
+        out = to_arrow(self)
+        collected.append(out.num_rows)
+        return out
+
+    con = duckdb.connect()
+    con.register("t", t)
+    with mock.patch.object(D, "_counter_idents", lambda ctx: SHARED_COUNTERS["duckdb"]) if collide else nullcontext():
+        a = duckdp.aggregate(con, "t", **kw)
+    previous = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    try:
+        with (mock.patch.object(S, "counter_sql", lambda schema, keys: SHARED_COUNTERS["spark"]) if collide
+              else nullcontext()), mock.patch.object(DataFrame, "toArrow", spy):
+            b = duckdp.aggregate(spark, spark.createDataFrame(t), **kw)
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
+    assert 20 < len(b) <= 60 and collected and max(collected) <= len(b)
+    assert_identical(a, b)
 
 
 # ---------------------------------------------------------------- public keys, pre_threshold, order and dtypes
@@ -276,7 +320,7 @@ def test_user_counts_and_truncation_equal_duckdb(spark, pre_threshold):
     thr = plan_aggregate(ZCDP(0.5, 1e-6), STAGE_METRICS, max_contributions=10, max_rows_per_key=2, keys="threshold",
                          pre_threshold=pre_threshold)
     with engines(spark, table) as (duck, sp):
-        cd, cs = D.user_counts(duck, thr).read_all(), S.user_counts(sp, thr).read_all()
+        cd, cs = D.user_counts(duck, thr).read_all(), S.user_counts(sp, thr).orderBy("_dp_k0").toArrow()
         plan = plan_aggregate(ZCDP(0.5, 1e-6), {"n": "count"}, max_contributions=1, keys="public")
         keys = keyset_table(duck, False)
         kept = spark_rows(S.bound_keys(sp, plan, S.restrict(sp, plan, S.keyset(sp, keys))))

@@ -96,33 +96,44 @@ def counters(df: DataFrame, keys: list[str]) -> tuple[Column, Column, bool]:
     return F.expr(hi), F.expr(lo), may_collide
 
 
-def noised(stages: _Run, frame: DataFrame, kind: str, name: str = "_dp_z", round_tag: int | None = None) -> DataFrame:
-    """`frame` (one row per key) with column `name`: a standard `kind` draw per key, under a fresh round
-    tag or `round_tag` (one the caller drew: the same draws for the same keys, counters permitting)."""
+def ranked(stages: _Run, frame: DataFrame, may_collide: bool) -> DataFrame:
+    """`frame` (one row per key, with its counter `_dp_chi`, `_dp_clo`) plus `_dp_rank` (long): each key's
+    collision rank among the keys of `frame` sharing its counter, by key value, 0 for the rest (all 0 where
+    the counters cannot collide: `may_collide` False). The definition of duckdp/counters.py, computed on the
+    executors (DuckDB's twin: sql/noise_scan_ranked.sql); `frame` is stored, as it is read twice."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-    from pyspark.sql.functions import pandas_udf
 
-    randomness, keys = stages.randomness, stages.keys
-    tag = randomness.next_round() if round_tag is None else round_tag
-    hi, lo, may_collide = counters(frame, keys)
-    frame = frame.withColumn("_dp_chi", hi).withColumn("_dp_clo", lo)
-    rank = F.lit(0).cast("long")
+    keys = stages.keys
     if may_collide:             # counters held by more than one key present: rank them by key value
         frame = stages.store(frame)
         dup = frame.groupBy("_dp_chi", "_dp_clo").count().where(F.col("count") > 1).drop("count")
         if dup.limit(1).count():
-            ranked = (frame.join(dup, ["_dp_chi", "_dp_clo"]).select(
+            ranks = (frame.join(dup, ["_dp_chi", "_dp_clo"]).select(
                 *keys, (F.row_number().over(Window.partitionBy("_dp_chi", "_dp_clo").orderBy(*keys)) - 1)
                 .alias("_dp_rank")))
-            frame = frame.join(ranked, keys, "left")
-            rank = F.coalesce(F.col("_dp_rank"), F.lit(0)).cast("long")
+            return (frame.join(ranks, keys, "left")
+                    .withColumn("_dp_rank", F.coalesce(F.col("_dp_rank"), F.lit(0)).cast("long")))
+    return frame.withColumn("_dp_rank", F.lit(0).cast("long"))
+
+
+def noised(stages: _Run, frame: DataFrame, kind: str, name: str = "_dp_z", round_tag: int | None = None) -> DataFrame:
+    """`frame` (one row per key) with column `name`: a standard `kind` draw per key, under a fresh round
+    tag or `round_tag` (one the caller drew: the same draws for the same keys, counters permitting)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+
+    randomness = stages.randomness
+    tag = randomness.next_round() if round_tag is None else round_tag
+    hi, lo, may_collide = counters(frame, stages.keys)
+    frame = ranked(stages, frame.withColumn("_dp_chi", hi).withColumn("_dp_clo", lo), may_collide)
 
     @pandas_udf("double")  # type: ignore[call-overload, unused-ignore]  # stubs lack the hinted form; no stubs without pyspark
     def draw(chi: pd.Series, clo: pd.Series, rk: pd.Series) -> pd.Series:
         return pd.Series(standard(kind, randomness, tag, chi.to_numpy(), clo.to_numpy(), rk.to_numpy()))
 
-    return frame.withColumn(name, draw(F.col("_dp_chi"), F.col("_dp_clo"), rank)).drop("_dp_chi", "_dp_clo", "_dp_rank")
+    return (frame.withColumn(name, draw(F.col("_dp_chi"), F.col("_dp_clo"), F.col("_dp_rank")))
+            .drop("_dp_chi", "_dp_clo", "_dp_rank"))
 
 
 def scan_noisy(stages: _Run, weights: DataFrame, kind: str, scale: float, choose: Rule,

@@ -25,6 +25,10 @@ from ..basic import CountGaussian, CountLaplace
 ENGINES = ("duckdb", "spark")
 ENGINE_NOTE = "aggregate runs on DuckDB and Spark"
 SATURATE = 2**62    # bound on a measure's true integer per key (saturating sum, see measure_idents)
+# keys="threshold": the rule an engine's `thresholded` runs on each batch of its candidates (`user_counts`' columns):
+# the batch's keys that pass, with their noisy user count in a column NOISY_USERS (int64) appended
+ThresholdRule = Callable[[pa.RecordBatch], pa.RecordBatch]
+NOISY_USERS = "_dp_users"
 
 
 def own_stages(engine: str) -> ModuleType:

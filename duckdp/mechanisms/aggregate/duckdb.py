@@ -21,7 +21,7 @@ from ...stages import Query
 from ...stages.duckdb import DuckDBStages, merge
 from ...templates import quote_ident
 from ..basic import basic_weights
-from . import DUCKDB, measure_idents, not_a_key_set, value_columns
+from . import DUCKDB, NOISY_USERS, ThresholdRule, measure_idents, not_a_key_set, value_columns
 
 # candidate keys per batch of keys="threshold"'s stream (`user_counts`): ~20 MB of Arrow with four measures
 BATCH_ROWS = 1 << 18
@@ -147,6 +147,15 @@ def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchRead
                                                             "order": f" ORDER BY {ctx.key_aliases}"}, {}, BATCH_ROWS),
                            ranked, positional)
     return _candidates(ctx.con.sql(counts.sql, params=counts.params).to_arrow_reader(BATCH_ROWS), ranked, positional)
+
+
+def thresholded(engine: DuckDBStages, plan: AggregatePlan, rule: ThresholdRule) -> pa.Table:
+    """keys="threshold" (spec §4.2): the candidates of `user_counts` that `rule` keeps, with its `NOISY_USERS`
+    column, in key order: the stream is read one batch at a time, the rule run on each, and only the kept keys
+    held (./spark.py runs the same rule on Spark's executors)."""
+    reader = user_counts(engine, plan)
+    schema = reader.schema.append(pa.field(NOISY_USERS, pa.int64(), nullable=False))
+    return pa.Table.from_batches([rule(batch) for batch in reader], schema=schema)
 
 
 def _candidates(reader: pa.RecordBatchReader, ranked: bool, positional: bool) -> pa.RecordBatchReader:

@@ -10,16 +10,17 @@ bound binding the two engines' true integers are equal (tests/test_aggregate_spa
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from ...privacy.aggregate import AggregatePlan
-from ...spark.noise import counter_sql
+from ...spark.noise import counter_sql, ranked
 from ...spark.source import SparkSource, spark_ref
 from ...spark.stages import SparkStages
 from ..basic import basic_weights
-from . import SPARK, collision_ranks, counters, measure_idents, not_a_key_set, value_columns
+from . import NOISY_USERS, SPARK, ThresholdRule, measure_idents, not_a_key_set, value_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -97,19 +98,37 @@ def measures(engine: SparkStages, plan: AggregatePlan, kept: DataFrame, keys: Da
     return out.toArrow()
 
 
-def user_counts(engine: SparkStages, plan: AggregatePlan) -> pa.RecordBatchReader:
+def user_counts(engine: SparkStages, plan: AggregatePlan) -> DataFrame:
     """keys="threshold" [agg_user_counts.sql]: every row bound once (one Δ0 truncation over all keys), then per key
     with c = distinct users − (pre_threshold − 1) ≥ 1 its counter, `_dp_c`, the budgeted measures of the same
-    kept pairs and the counter's collision rank `_dp_rank`, sorted by key (as ./duckdb.py's `user_counts`). Spark
-    collects the candidates to the driver (ranked there) and streams that table; ./duckdb.py streams from SQL."""
+    kept pairs and the counter's collision rank `_dp_rank` among these keys (`noise.ranked`, on the executors):
+    the columns of ./duckdb.py's `user_counts`, as a frame that is never collected."""
     kept = bound_keys(engine, plan, restrict(engine, plan, None))
-    hi, lo, _ = counter_sql(kept.schema, engine.keys)
+    hi, lo, may_collide = counter_sql(kept.schema, engine.keys)
     idents = measure_idents(plan, ", ".join(engine.keys), SPARK)
     out = engine.template("agg_user_counts", {"kept": kept}, {"shift": plan.pre_threshold - 1}, subqueries=("kept",),
                           fragments={"counter_hi": hi, "counter_lo": lo, "measures": idents["measures"],
-                                     "coalesced": idents["coalesced"]}).toArrow()
-    out = out.append_column("_dp_rank", pa.array(collision_ranks(*counters(out))))
-    return pa.RecordBatchReader.from_batches(out.schema, out.to_batches())
+                                     "coalesced": idents["coalesced"]})
+    return ranked(engine, out, may_collide)
+
+
+def thresholded(engine: SparkStages, plan: AggregatePlan, rule: ThresholdRule) -> pa.Table:
+    """keys="threshold" (spec §4.2): the candidates of `user_counts` that `rule` keeps, with its `NOISY_USERS`
+    column, sorted by key. The rule (noise and threshold per key) runs on the executors, batch by batch, as the
+    select noise stage's decision does (duckdp/spark/noise.py `scan_noisy`): each key's draw is a function of
+    (K, tag, counter, rank) only, so where a batch or partition ends changes nothing, and the driver collects
+    only the keys released (what ./duckdb.py's stream keeps), never every candidate."""
+    from pyspark.sql import types as T
+
+    candidates = user_counts(engine, plan)
+    schema = T.StructType([*candidates.schema.fields, T.StructField(NOISY_USERS, T.LongType(), False)])
+
+    def keep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield rule(batch)
+
+    kept = engine.store(candidates.mapInArrow(keep, schema))    # the sort reads it twice (sample, sort): draw once
+    return kept.orderBy(*engine.keys).toArrow()
 
 
 def pre_thresholded_weights(engine: SparkStages, max_contributions: int, pre_threshold: int) -> DataFrame:

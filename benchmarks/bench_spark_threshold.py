@@ -1,0 +1,120 @@
+"""Spark `aggregate(keys="threshold")` on many candidate keys: driver memory, rows collected, time (stop 29).
+
+One seeded call per checkout, each in a fresh process (its own JVM), on a synthetic table written once as
+Parquet: `--rows` rows of users with 10 rows each, keys 'k<j>' with j = ⌊U³ · `--keys`⌋ (a long tail of keys
+held by one or two users: most keys are threshold candidates that are not released). Reported per checkout:
+the Python driver's peak RSS (`ru_maxrss`), the JVM's peak RSS sampled every 0.2 s (driver and executors in one
+process on a local master), the largest table collected to the Python driver (`toArrow` rows), the keys
+released, wall seconds and a digest of the released table (equal digests: the same release under the seed).
+
+    python benchmarks/bench_spark_threshold.py --checkouts /path/to/old /path/to/new   # A/B, 10M rows
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parents[1]
+METRICS = {"raters": "users", "ratings": "count", "avg": ("mean", "rating", 1, 5)}
+
+
+def write_data(path: Path, rows: int, keys: int) -> None:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SELECT setseed(0.29)")
+    con.execute(f"""COPY (SELECT i // 10 AS user_id, 'k' || CAST(floor(pow(random(), 3) * {int(keys)}) AS BIGINT)
+                          AS item, 1 + i % 5 AS rating FROM range({int(rows)}) t(i)) TO '{path}' (FORMAT parquet)""")
+
+
+def one_run(data: str, partitions: int) -> dict:
+    """The measured call, in this process (its checkout first on sys.path, set by the parent)."""
+    import psutil
+    from pyspark.sql import SparkSession
+
+    import duckdp
+
+    spark = (SparkSession.builder.master("local[2]").appName("duckdp-threshold")
+             .config("spark.sql.shuffle.partitions", str(partitions)).config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.memory", os.environ.get("DUCKDP_SPARK_DRIVER_MEMORY", "4g")).getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    df = spark.read.parquet(data)
+    df.count()
+    jvm_peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        me = psutil.Process()
+        while not done.wait(0.2):
+            for p in me.children(recursive=True):
+                try:
+                    if "java" in p.name():
+                        jvm_peak[0] = max(jvm_peak[0], p.memory_info().rss)
+                except psutil.Error:
+                    pass
+
+    collected: list[int] = []
+    cls = type(df)
+    to_arrow = cls.toArrow
+
+    def spy(self: Any) -> Any:
+        out = to_arrow(self)
+        collected.append(out.num_rows)
+        return out
+
+    setattr(cls, "toArrow", spy)      # noqa: B010 (a spy on the session's DataFrame class)
+    threading.Thread(target=sample, daemon=True).start()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.perf_counter()
+    agg = duckdp.aggregate(spark, df, by="item", user_col="user_id", metrics=METRICS, keys="threshold", rho=0.5,
+                           delta=1e-6, max_contributions=10, seed=29)
+    wall = time.perf_counter() - t
+    done.set()
+    out = agg.to_arrow()
+    digest = hashlib.sha256(b"".join(str(c.to_pylist()).encode() for c in out.columns)).hexdigest()[:16]
+    spark.stop()
+    return {"wall_s": round(wall, 1), "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                                                                 / 1024),
+            "driver_rss_before_mb": round(rss0 / 1024), "jvm_peak_rss_mb": round(jvm_peak[0] / 2**20),
+            "max_rows_collected": max(collected, default=0), "released": len(out), "digest": digest}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--keys", type=int, default=5_000_000, help="key range of the long tail")
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--checkouts", nargs="+", default=[str(HERE)], help="duckdp checkouts to run, one process each")
+    ap.add_argument("--child", nargs=2, metavar=("DATA", "PARTITIONS"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        print(json.dumps(one_run(args.child[0], int(args.child[1]))))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "threshold.parquet"
+        write_data(data, args.rows, args.keys)
+        import duckdb
+
+        n_keys = duckdb.connect().execute(f"SELECT count(DISTINCT item) FROM '{data}'").fetchone()
+        print(f"{args.rows:,} rows, {n_keys[0] if n_keys else 0:,} distinct keys", flush=True)
+        for checkout in args.checkouts:
+            env = os.environ | {"PYTHONPATH": checkout}
+            res = subprocess.run([sys.executable, __file__, "--child", str(data), str(args.partitions)], env=env,
+                                 capture_output=True, text=True, check=False)
+            lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+            print(checkout, lines[-1] if lines else f"failed: {res.stderr[-2000:]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
