@@ -15,5 +15,5 @@ SELECT * EXCLUDE (_dp_size), $max_contributions::DOUBLE AS _dp_d FROM sized WHER
 QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)), _dp_k0)) <= $max_contributions
 )
 SELECT _dp_user, _dp_k0, _dp_d, _dp_b / sqrt(_dp_d) AS _dp_v, 1.0 / sqrt(_dp_d) AS _dp_uw,
-       bool_or(_dp_b < 1) OVER (PARTITION BY _dp_user) AS _dp_biased
+       _dp_b < 1 AS _dp_biased
 FROM kept
