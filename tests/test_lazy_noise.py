@@ -350,8 +350,8 @@ def test_mad2r_breaks_are_caught(con, monkeypatch, break_, seed, params):
                              q.params)
             if template == "mad2r_vectors":        # the flag over the kept pairs (the last one) → the old one
                 q = original_query(self, template, idents, params)
-                head, _, tail = q.sql.rpartition("bool_or(_dp_b < 1) OVER (PARTITION BY _dp_user)")
-                return Query(head + "_dp_all" + tail, q.params)
+                head, _, tail = q.sql.rpartition("_dp_b < 1 AS _dp_biased")
+                return Query(head + "_dp_all AS _dp_biased" + tail, q.params)
             return original_query(self, template, idents, params)
         monkeypatch.setattr(DuckDBStages, "query", flag_everything)
     with pytest.raises(AssertionError):

@@ -1,5 +1,5 @@
 -- rendering 1 of 1; binds $beta_max=1.2
-UPDATE "_duckdp_000000000000_vectors29" AS t SET _dp_uw = s._dp_uw FROM (
+UPDATE "_duckdp_000000000000_vectors29" AS t SET _dp_uw = s._dp_uw, _dp_biased = s._dp_biased FROM (
   WITH ordered AS (    -- users with a bias below 1, v in decreasing order: rank r, Σ_{j≥r} v_j², and v_{r−1}
   SELECT *,
          row_number() OVER (PARTITION BY _dp_user ORDER BY _dp_v DESC, _dp_k0) AS _dp_r,
@@ -7,7 +7,7 @@ UPDATE "_duckdp_000000000000_vectors29" AS t SET _dp_uw = s._dp_uw FROM (
                                   ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS _dp_tail,
          lag(_dp_v) OVER (PARTITION BY _dp_user ORDER BY _dp_v DESC, _dp_k0) AS _dp_prev,
          $beta_max / sqrt(_dp_d) AS _dp_cap
-  FROM "_duckdp_000000000000_vectors29" WHERE _dp_biased
+  FROM "_duckdp_000000000000_vectors29" WHERE _dp_user IN (SELECT _dp_user FROM "_duckdp_000000000000_vectors29" WHERE _dp_biased)
 ), candidate AS (    -- λ_r for "the r−1 largest capped"
   SELECT *, CASE WHEN 1 - (_dp_r - 1) * _dp_cap * _dp_cap > 0
                  THEN sqrt((1 - (_dp_r - 1) * _dp_cap * _dp_cap) / _dp_tail) END AS _dp_lam
@@ -19,7 +19,7 @@ UPDATE "_duckdp_000000000000_vectors29" AS t SET _dp_uw = s._dp_uw FROM (
   FROM candidate
 )
 SELECT _dp_user, _dp_k0, _dp_d, _dp_v, coalesce(least(_dp_lambda * _dp_v, _dp_cap), 1.0 / sqrt(_dp_d)) AS _dp_uw,
-       _dp_biased
+       true AS _dp_biased
 FROM solved
 ) AS s
 WHERE t._dp_user = s._dp_user AND t._dp_k0 IS NOT DISTINCT FROM s._dp_k0

@@ -3,5 +3,5 @@ WITH kept AS (       -- kept round-2 pairs with b_i and d
   SELECT * FROM "_duckdp_000000000000_kept10"
 )
 SELECT _dp_user, _dp_k0, _dp_d, _dp_b / sqrt(_dp_d) AS _dp_v, 1.0 / sqrt(_dp_d) AS _dp_uw,
-       bool_or(_dp_b < 1) OVER (PARTITION BY _dp_user) AS _dp_biased
+       _dp_b < 1 AS _dp_biased
 FROM kept
