@@ -24,6 +24,8 @@ from duckdp.privacy.aggregate import THRESHOLD_TAG, Metric, finish, finish_mean,
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
+from duckdp.stages.duckdb import DuckDBStages
+from tests.conftest import leftovers
 from tests.reference_aggregate import bounded_measures
 from tests.test_order import neighbours
 
@@ -715,3 +717,63 @@ def test_single_row_sample_ties_follow_the_value_not_the_row_order(con, value_ty
                                           max_contributions=1, max_rows_per_key=1, seed=seed)
                          .to_arrow().column("s").to_pylist() for seed in range(4)])
     assert released[0] == released[1]
+
+
+# ---------------------------------------------------------------- stages' shortcuts (stop 30: same rows, less time)
+
+@pytest.mark.parametrize("value_type", [pa.float64(), pa.decimal128(30, 2)])
+def test_row_sample_never_picks_a_null_value_beside_a_value(con, value_type):
+    """m = 1: a pair whose rows hold a NULL and a value samples the value under every salt. DuckDB's min_by skips
+    NULL arguments, so its pair query has no FILTER (Dialect.min_by_skips_null); a sample that could pick the NULL
+    would drop the value from the sum and the mean's count of about half the pairs. DECIMAL(30, 2) is a column
+    whose hash can collide, sampled by (hash, value)."""
+    n = 200
+    t = pa.table({"user_id": [u for u in range(n) for _ in range(2)], "item": ["a"] * (2 * n),
+                  "rating": pa.array([v for u in range(n) for v in (None, u % 5 + 1)]).cast(value_type)})
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), {"avg": ("mean", "rating", 0, 5)}, max_contributions=5, keys="public")
+    for seed in range(3):
+        got = true_measures(con, t, plan, ["a"], seed)
+        for i, ms in enumerate(plan.measures):       # Σ (u mod 5 + 1) = 40 · 15 = 600 over the 200 values
+            expect = n if ms.part == "count" else round(600 / ms.step) - n * ms.offset
+            assert got[0, i] == expect, (seed, ms.part)
+
+
+def test_restrict_matches_the_key_set_by_equality_on_every_key_column(con):
+    """Stage 1's semi-join matches on `=` (keys are never NULL, so as IS NOT DISTINCT FROM would): NaN matches NaN,
+    −0.0 matches 0.0, and a composite key matches only where every column does."""
+    t = pa.table({"user_id": [1, 2, 3, 4, 5, 6, 7], "item": [float("nan"), -0.0, 0.0, 1.5, 2.5, 1.5, -0.0],
+                  "shop": ["x", "x", "y", "y", "x", "x", "y"], "rating": [1] * 7})
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), {"n": "count"}, max_contributions=5, keys="public")
+    with open_run(con, t, "user_id", ["item", "shop"], Randomness(0)) as st:
+        ks = stages_sql.keyset(st, pa.table({"_dp_k0": [float("nan"), 0.0, 1.5], "_dp_k1": ["x", "y", "x"]}))
+        rows = stages_sql.restrict(st, plan, ks)
+        got = sorted(u for (u,) in con.execute(f"SELECT _dp_user FROM ({rows.sql})", rows.params).fetchall())
+    assert got == [1, 3, 6, 7]
+
+
+@pytest.mark.parametrize("passes", [1, 3])
+def test_metrics_read_their_truncation_in_place_when_the_pairs_fit(con, monkeypatch, passes):
+    """Where the input's rows ask for truncation passes, the metrics' sized pairs are stored (to be counted): when
+    they fit one query the per-key query reads their truncation in place (no table of kept pairs written), else the
+    kept pairs are built in passes and the stored pairs dropped before the per-key query. The release is the one
+    of the run without a memory limit, and nothing is left on the connection."""
+    con.register("t", ratings(n_users=400, n_keys=30))
+    (n,), = con.sql("SELECT count(*) FROM t").fetchall()
+    free = run(con, "t", keys=[f"k{k:03d}" for k in range(0, 30, 2)], max_contributions=3).to_arrow()
+    monkeypatch.setattr(DuckDBStages, "passes_for", lambda self, rows: 3 if rows >= n else passes)
+    log: list[tuple[str, str]] = []
+    temp_table, drop, arrow = RunContext.temp_table, RunContext.drop, RunContext.arrow
+    monkeypatch.setattr(RunContext, "temp_table", lambda self, stage: log.append(("table", stage))
+                        or temp_table(self, stage))
+    monkeypatch.setattr(RunContext, "drop", lambda self, *tables: log.append(("drop", ",".join(tables)))
+                        or drop(self, *tables))
+    monkeypatch.setattr(RunContext, "arrow", lambda self, template, *a: log.append(("arrow", template))
+                        or arrow(self, template, *a))
+    assert run(con, "t", keys=[f"k{k:03d}" for k in range(0, 30, 2)], max_contributions=3).to_arrow().equals(free)
+    tables = [stage for kind, stage in log if kind == "table"]
+    assert "agg_sized" in tables
+    assert ("kept" in tables) == (passes > 1)
+    measured = log.index(("arrow", "agg_measures"))
+    dropped = [i for i, (kind, names) in enumerate(log) if kind == "drop" and "agg_sized" in names]
+    assert (dropped != [] and dropped[0] < measured) == (passes > 1)
+    assert leftovers(con) == []

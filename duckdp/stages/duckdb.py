@@ -95,6 +95,10 @@ class DuckDBStages(Engine):
             raise InternalError("invariant failed: this stage needs a stored frame (stages.store)")
         return self._tables[frame.sql]
 
+    def stored(self, frame: Query) -> bool:
+        """Whether `frame` reads one of this run's TEMP tables as it is (`store`, `table`), not a query."""
+        return frame.sql in self._tables
+
     def _store_as(self, frame: Query, stage: str) -> str:
         name = self.ctx.temp_table(stage)
         self.ctx.execute("stage_store", {"target": name, "query": frame.sql}, frame.params)

@@ -93,14 +93,19 @@ class Dialect:
     round_even: str                      # round half to even: `<round_even>(x, 0)`
     keyed_hash: Callable[[str], str]     # a keyed 64-bit hash of a column list under `_dp_row_salt`, as BIGINT
     struct: str                          # a struct of its arguments, ordered field by field: `<struct>(a, b)`
+    min_by_skips_null: bool              # min_by ignores rows whose argument is NULL (no FILTER needed)
 
 
 # DuckDB's hash is a UBIGINT; shifted by −2⁶³ into BIGINT it keeps its order exactly (a monotone bijection, so the
-# same rows are sampled) and min_by over a BIGINT runs on DuckDB's specialised path (~1.3× the UBIGINT one)
+# same rows are sampled) and min_by over a BIGINT runs on DuckDB's specialised path (~1.3× the UBIGINT one).
+# DuckDB's min_by (arg_min) skips rows whose argument is NULL (since 1.1; duckdp needs ≥ 2.0): the FILTER that says
+# so costs ~0.1 CPU s at 10M rows (benchmarks/RESULTS.md "aggregate vs select time (stop 30)"); Spark's min_by
+# returns a NULL argument, so Spark keeps the FILTER.
 DUCKDB = Dialect("HUGEINT", "round_even",
                  lambda cols: f"CAST(CAST(hash(xor(hash({cols}), _dp_row_salt)) AS HUGEINT) - {2**63} AS BIGINT)",
-                 "row")
-SPARK = Dialect("DECIMAL(38, 0)", "bround", lambda cols: f"xxhash64(_dp_row_salt, {cols})", "struct")
+                 "row", min_by_skips_null=True)
+SPARK = Dialect("DECIMAL(38, 0)", "bround", lambda cols: f"xxhash64(_dp_row_salt, {cols})", "struct",
+                min_by_skips_null=False)
 
 
 def _lit(x: float) -> str:
@@ -151,7 +156,8 @@ def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect,
         if m == 1:
             ranks.append(f"{order} AS _dp_h{j}")
             by = f"{dialect.struct}(_dp_h{j}, _dp_v{j})" if cols[j] in colliding else f"_dp_h{j}"
-            pair.append(f"min_by(_dp_v{j}, {by}) FILTER (WHERE _dp_v{j} IS NOT NULL) AS _dp_x{j}")
+            skip = "" if dialect.min_by_skips_null else f" FILTER (WHERE _dp_v{j} IS NOT NULL)"
+            pair.append(f"min_by(_dp_v{j}, {by}){skip} AS _dp_x{j}")
         else:
             # ties of the keyed hash go by the value, never by the order rows arrive in (equal values: any)
             ranks.append(f"row_number() OVER (PARTITION BY _dp_user, {keys} ORDER BY _dp_v{j} IS NULL, {order}, "
