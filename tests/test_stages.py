@@ -359,3 +359,61 @@ def test_truncation_ties_follow_the_key_not_the_row_order(con, kind, seeded, tru
             kept.append(sorted(con.execute(sql, t.params).fetchall()))
     assert len(kept[0]) == 200 and kept[0] == kept[1]
     assert set(kept[0]) == {(str(2**64 + 2),)}          # the smaller key: ties follow key order
+
+
+# Keys whose DuckDB hashes tie often: the HUGEINT hi·2⁶⁴ + lo for hi, lo in 1..8 (64 keys, 29 distinct hashes: the
+# halves' hashes combine), so a user's keyed hashes tie, also across the truncation's cut.
+_TIE_ITEM = "((1 + k // 8)::HUGEINT << 64) + (1 + k % 8) AS item"
+TIE_KEYS = {"hugeint": (_TIE_ITEM, "item"),
+            "composite": (f"'g' || (k % 3) AS tag, {_TIE_ITEM}", ["tag", "item"]),
+            "varchar": ("'key ' || k AS item", "item")}
+
+
+def _kept(con, table, item_col, truncation, max_contributions, cut):
+    """The rows `truncate` keeps of `table` (seeded: on the key columns; salt 5), with the cut or the window alone,
+    and (users over Δ0 whose cut a tie crosses, users over Δ0 cut cleanly)."""
+    with open_run(con, table, "user_id", item_col, Randomness(3), truncation=truncation) as stages:
+        assert stages.cut_applies()
+        if not cut:
+            stages.cut_applies = lambda: False          # type: ignore[method-assign]
+        sized = stages.store(stages.sized(stages.pairs()), "sized")
+        order = stages.truncation_order(5)
+        (tied, clean), = con.execute(
+            f"SELECT count(*) FILTER (c[$n] = c[$n + 1]), count(*) FILTER (c[$n] < c[$n + 1]) FROM ("
+            f"SELECT _dp_user, min({order.sql}, $n + 1) AS c FROM {stages.table_name(sized)} WHERE _dp_size > $n "
+            f"GROUP BY _dp_user)", order.params | {"n": max_contributions}).fetchall()
+        kept = stages.truncate(sized, max_contributions, salt=5)
+        rows = con.execute(f"SELECT * FROM ({kept.sql})", kept.params).fetchall()
+    return sorted(rows, key=repr), (tied, clean)
+
+
+@pytest.mark.parametrize("passes", [1, 3])
+@pytest.mark.parametrize("truncation", ["per_user", "global"])
+@pytest.mark.parametrize("kind", sorted(TIE_KEYS))
+def test_truncation_cut_keeps_the_windows_pairs(con, monkeypatch, kind, truncation, passes):
+    """stage_truncate_cut.sql keeps exactly the pairs (and `_dp_d`) of stage_truncate_window.sql alone, in one
+    query and in user-hash passes: users of 0–63 random keys, Δ0 = 5, keys whose hashes tie (128-bit,
+    composites) so that both the cut and its fallback run, and string keys."""
+    select, item_col = TIE_KEYS[kind]
+    con.execute(f"CREATE TABLE t AS SELECT u AS user_id, {select} FROM range(300) AS a(u), range(64) AS b(k) "
+                f"WHERE hash(u, k, 17) % 64 < u % 64")
+    if passes > 1:
+        (n,), = con.sql("SELECT count(*) FROM t").fetchall()
+        monkeypatch.setattr(stages_duckdb, "memory_limit_bytes", lambda con: n * BYTES_PER_ROW_PASS / passes)
+    window, _ = _kept(con, "t", item_col, truncation, 5, cut=False)
+    cut, (tied, clean) = _kept(con, "t", item_col, truncation, 5, cut=True)
+    assert cut == window and clean > 0                 # not vacuous: users over Δ0 were cut
+    assert (tied > 0) is (kind != "varchar")           # and, where hashes tie, some fell back to the window
+
+
+def test_truncation_cut_falls_back_to_the_window_where_a_tie_crosses_it(con):
+    """Users 0–99 hold two keys whose keyed hashes tie (equal DuckDB hashes) and Δ0 = 1: no cut separates them,
+    so the window ranks them and keeps the smaller key. Users 100–199 hold two keys that do not tie, cut cleanly.
+    Fails without the cut's fallback: the tied users would keep nothing."""
+    a, b = TIED
+    con.execute(f"CREATE TABLE tied AS SELECT range AS user_id, {a} AS item FROM range(200) UNION ALL "
+                f"SELECT range, {b} FROM range(100) UNION ALL SELECT range, {2**64 + 3}::HUGEINT FROM range(100, 200)")
+    cut, (tied, clean) = _kept(con, "tied", "item", "per_user", 1, cut=True)
+    window, _ = _kept(con, "tied", "item", "per_user", 1, cut=False)
+    assert (tied, clean) == (100, 100) and cut == window and len(cut) == 200
+    assert {(user, item) for user, item, _ in cut if user < 100} == {(user, 2**64 + 2) for user in range(100)}

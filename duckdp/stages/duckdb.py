@@ -225,7 +225,8 @@ class DuckDBStages(Engine):
 
     def truncate(self, sized: Query, max_contributions: int, salt: int | None = None) -> Query:
         """One query when the pairs fit; else the same rows built in user-hash passes into a TEMP table.
-        The order hashes (user, key), or the key alone under truncation="global" (stage_truncate_window.sql).
+        The order hashes (user, key), or the key alone under truncation="global" (stage_truncate_window.sql;
+        stage_truncate_cut.sql keeps the same pairs where `cut_applies`).
         Where the input's rows ask for passes, the pass count follows the stored pairs' count instead (e.g.
         aggregate's pairs, restricted to the released keys, are a fraction of the input). The count is not
         public, but it only sets how users are split into passes: each user's kept pairs are a function of
@@ -263,9 +264,22 @@ class DuckDBStages(Engine):
         return self.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
                           merge(sized.params, body.params))
 
+    def cut_applies(self) -> bool:
+        """Whether the users over Δ0 are truncated by the cut (stage_truncate_cut.sql, the window's pairs exactly)
+        rather than by the window alone: where the window's tie-break carries the input's key columns (strings,
+        composites, 128-bit types) and makes every pair's sort key wide. Integer keys and key ids rank on the
+        hash alone or an integer id, where the cut's extra aggregate and join cost more than they save
+        (benchmarks/RESULTS.md, "truncation cut (stop 30)")."""
+        return self.ctx.key_ids is None and self.truncation_ties() != ""
+
     def _window(self, sized: str, order: Query, params: dict) -> Query:
-        return self.query("stage_truncate_window", {"sized": sized, "order": order.sql, "ties": self.truncation_ties()},
-                          merge(params, order.params))
+        """The users over Δ0 of `sized` with their Δ0 kept pairs: the window [stage_truncate_window.sql], or
+        the cut with the window as its fallback [stage_truncate_cut.sql] where `cut_applies`."""
+        ties, bound = self.truncation_ties(), merge(params, order.params)
+        if not self.cut_applies():
+            return self.query("stage_truncate_window", {"sized": sized, "order": order.sql, "ties": ties}, bound)
+        window = self.query("stage_truncate_window", {"sized": "_dp_fallback", "order": order.sql, "ties": ties}, bound)
+        return self.query("stage_truncate_cut", {"sized": sized, "order": order.sql, "window": window.sql}, bound)
 
     def _truncate_one(self, sized: str, order: Query, params: dict) -> Query:
         """`truncate` as one query over the table (or CTE) named `sized` [stage_truncate.sql]."""
