@@ -111,7 +111,8 @@ def user_counts(engine: SparkStages, plan: AggregatePlan) -> DataFrame:
     out = engine.template("agg_user_counts", {"kept": kept}, {"shift": plan.pre_threshold - 1}, subqueries=("kept",),
                           fragments={"counter_hi": hi, "counter_lo": lo, "measures": idents["measures"],
                                      "coalesced": idents["coalesced"]})
-    partitions = int(engine.spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    setting = str(engine.spark.conf.get("spark.sql.shuffle.partitions") or "")
+    partitions = int(setting) if setting.isdigit() and int(setting) > 0 else 200    # else Spark's default
     return partitioned_ranked(out, engine.keys, may_collide, partitions)
 
 
