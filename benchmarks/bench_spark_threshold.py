@@ -5,9 +5,12 @@ Parquet: `--rows` rows of users with 10 rows each, keys 'k<j>' with j = ⌊U³ �
 held by one or two users: most keys are threshold candidates that are not released). Reported per checkout:
 the Python driver's peak RSS (`ru_maxrss`), the JVM's peak RSS sampled every 0.2 s (driver and executors in one
 process on a local master), the largest table collected to the Python driver (`toArrow` rows), the keys
-released, wall seconds and a digest of the released table (equal digests: the same release under the seed).
+released, wall seconds, the CPU seconds of the JVM's process tree (executors and Python workers) and of the Python
+driver during the call, the load, and a digest of the released table (equal digests: the same release under the seed).
 
     python benchmarks/bench_spark_threshold.py --checkouts /path/to/old /path/to/new   # A/B, 10M rows
+    python benchmarks/bench_spark_threshold.py --rows 1000000 --keys 500000 --repeat 2 --event-log /tmp/ev \
+        --checkouts /path/to/old /path/to/new                                            # paired, stage timings
 """
 from __future__ import annotations
 
@@ -37,14 +40,35 @@ def write_data(path: Path, rows: int, keys: int) -> None:
                           AS item, 1 + i % 5 AS rating FROM range({int(rows)}) t(i)) TO '{path}' (FORMAT parquet)""")
 
 
-def one_run(data: str, partitions: int) -> dict:
-    """The measured call, in this process (its checkout first on sys.path, set by the parent)."""
+def _tree_cpu() -> float:
+    """CPU seconds of this process's children, recursively: the JVM (driver and executors on a local master) and
+    its Python workers."""
+    import psutil
+
+    total = 0.0
+    for p in psutil.Process().children(recursive=True):
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            pass
+    return total
+
+
+def one_run(data: str, partitions: int, event_log: str = "") -> dict:
+    """The measured call, in this process (its checkout first on sys.path, set by the parent); `event_log`: a
+    folder for Spark's event log (per-stage timings), none if empty."""
     import psutil
     from pyspark.sql import SparkSession
 
     import duckdp
 
-    spark = (SparkSession.builder.master("local[2]").appName("duckdp-threshold")
+    builder = SparkSession.builder
+    if event_log:
+        os.makedirs(event_log, exist_ok=True)
+        builder = (builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.compress", "false")
+                   .config("spark.eventLog.dir", "file://" + os.path.abspath(event_log)))
+    spark = (builder.master("local[2]").appName("duckdp-threshold")
              .config("spark.sql.shuffle.partitions", str(partitions)).config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", os.environ.get("DUCKDP_SPARK_DRIVER_MEMORY", "4g")).getOrCreate())
@@ -76,15 +100,18 @@ def one_run(data: str, partitions: int) -> dict:
     setattr(cls, "toArrow", spy)      # noqa: B010 (a spy on the session's DataFrame class)
     threading.Thread(target=sample, daemon=True).start()
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tree0, driver0 = _tree_cpu(), time.process_time()
     t = time.perf_counter()
     agg = duckdp.aggregate(spark, df, by="item", user_col="user_id", metrics=METRICS, keys="threshold", rho=0.5,
                            delta=1e-6, max_contributions=10, seed=29)
     wall = time.perf_counter() - t
+    cpu_jvm, cpu_driver = _tree_cpu() - tree0, time.process_time() - driver0
     done.set()
     out = agg.to_arrow()
     digest = hashlib.sha256(b"".join(str(c.to_pylist()).encode() for c in out.columns)).hexdigest()[:16]
     spark.stop()
-    return {"wall_s": round(wall, 1), "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"wall_s": round(wall, 1), "cpu_jvm_workers_s": round(cpu_jvm, 1), "cpu_driver_s": round(cpu_driver, 1),
+            "load": os.getloadavg()[0], "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                                                                  / 1024),
             "driver_rss_before_mb": round(rss0 / 1024), "jvm_peak_rss_mb": round(jvm_peak[0] / 2**20),
             "max_rows_collected": max(collected, default=0), "released": len(out), "digest": digest}
@@ -96,10 +123,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--keys", type=int, default=5_000_000, help="key range of the long tail")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--checkouts", nargs="+", default=[str(HERE)], help="duckdp checkouts to run, one process each")
-    ap.add_argument("--child", nargs=2, metavar=("DATA", "PARTITIONS"), help=argparse.SUPPRESS)
+    ap.add_argument("--event-log", default="", help="folder for Spark's event logs (per-stage timings)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds over the checkouts, alternating (paired)")
+    ap.add_argument("--child", nargs=3, metavar=("DATA", "PARTITIONS", "EVENT_LOG"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(one_run(args.child[0], int(args.child[1]))))
+        print(json.dumps(one_run(args.child[0], int(args.child[1]), args.child[2])))
         return
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "threshold.parquet"
@@ -108,12 +137,13 @@ def main(argv: list[str] | None = None) -> None:
 
         n_keys = duckdb.connect().execute(f"SELECT count(DISTINCT item) FROM '{data}'").fetchone()
         print(f"{args.rows:,} rows, {n_keys[0] if n_keys else 0:,} distinct keys", flush=True)
-        for checkout in args.checkouts:
-            env = os.environ | {"PYTHONPATH": checkout}
-            res = subprocess.run([sys.executable, __file__, "--child", str(data), str(args.partitions)], env=env,
-                                 capture_output=True, text=True, check=False)
-            lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
-            print(checkout, lines[-1] if lines else f"failed: {res.stderr[-2000:]}", flush=True)
+        for _ in range(args.repeat):
+            for checkout in args.checkouts:
+                env = os.environ | {"PYTHONPATH": checkout}
+                res = subprocess.run([sys.executable, __file__, "--child", str(data), str(args.partitions),
+                                      args.event_log], env=env, capture_output=True, text=True, check=False)
+                lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+                print(checkout, lines[-1] if lines else f"failed: {res.stderr[-2000:]}", flush=True)
 
 
 if __name__ == "__main__":

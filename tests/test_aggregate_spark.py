@@ -12,6 +12,7 @@ Skipped with a one-line reason without pyspark or Java; run with `-m spark`.
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from contextlib import contextmanager, nullcontext
 from decimal import Decimal
@@ -135,6 +136,42 @@ def test_threshold_runs_on_the_executors_releasing_duckdbs_numbers(spark, collid
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", previous)
     assert 20 < len(b) <= 60 and collected and max(collected) <= len(b)
     assert_identical(a, b)
+
+
+@pytest.mark.parametrize("partitions", ["1", "5"])
+def test_threshold_reads_its_candidates_once_in_the_sessions_partitions(spark, capsys, partitions):
+    """keys="threshold" on Spark (stop 30): the candidates are ranked by a window over their counter inside a hash
+    partitioning into `spark.sql.shuffle.partitions` parts, and the released keys sorted in one partition — nothing
+    stored (no frame is `store`d), no range partitioning (whose sampling job would run the query, and the rule,
+    again), the template's ORDER BY dropped — and the release is DuckDB's whatever the partition count, with keys
+    sharing a counter (forced) ranked across partitions as DuckDB ranks them."""
+    tail = pa.table({"user_id": pa.array(range(10**5, 10**5 + 300), pa.int64()),
+                     "item": [f"t{k:03d}" for k in range(300)], "rating": pa.array([3] * 300, pa.int64())})
+    t = pa.concat_tables([ratings(n_users=2000, n_keys=60, seed=6), tail])
+    kw = {"by": "item", "metrics": METRICS, "keys": "threshold", "rho": 2.0, "delta": 1e-6, "max_contributions": 8,
+          "seed": 5}
+    con = duckdb.connect()
+    con.register("t", t)
+    with mock.patch.object(D, "_counter_idents", lambda ctx: SHARED_COUNTERS["duckdb"]):
+        a = duckdp.aggregate(con, "t", **kw)
+    previous = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    try:
+        with mock.patch.object(S, "counter_sql", lambda schema, keys: SHARED_COUNTERS["spark"]), \
+                mock.patch.object(SparkStages, "store", side_effect=AssertionError("a frame was stored")):
+            b = duckdp.aggregate(spark, spark.createDataFrame(t), **kw)
+        thr = plan_aggregate(ZCDP(0.5, 1e-6), STAGE_METRICS, max_contributions=10, keys="threshold")
+        with engines(spark, stage_table(False)) as (_, sp):         # digest counters: ranked by the window
+            S.user_counts(sp, thr).explain()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", previous)
+    assert 20 < len(b) <= 60
+    assert_identical(a, b)
+    plan = capsys.readouterr().out
+    exchanges = re.findall(r"Exchange (\w+\(_dp_chi[^)]*\)|SinglePartition), (\w+)", plan)
+    assert [e[1] for e in exchanges] == ["REPARTITION_BY_NUM"], plan        # the window reads that one partitioning
+    assert exchanges[0][0].endswith(f", {partitions})") if partitions != "1" else exchanges[0][0] == "SinglePartition"
+    assert "rangepartitioning" not in plan and "InMemory" not in plan, plan
 
 
 # ---------------------------------------------------------------- public keys, pre_threshold, order and dtypes

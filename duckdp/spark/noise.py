@@ -117,6 +117,23 @@ def ranked(stages: _Run, frame: DataFrame, may_collide: bool) -> DataFrame:
     return frame.withColumn("_dp_rank", F.lit(0).cast("long"))
 
 
+def partitioned_ranked(frame: DataFrame, keys: list[str], may_collide: bool, partitions: int) -> DataFrame:
+    """`ranked`'s `_dp_rank` for a frame read once (keys="threshold"'s candidates): the rows hash-partitioned
+    into `partitions` by counter, so keys sharing a counter meet in one partition, and ranked there by a window
+    over the counter ordered by key value (one shuffle; nothing stored and no job of its own, where `ranked`
+    stores the frame and counts duplicates first). The repartition also lets Spark drop a sort that `frame`'s
+    query ends with (its optimizer's EliminateSorts: an order nothing here reads). A fixed `partitions` keeps the
+    per-key work downstream spread over the executors (AQE would coalesce a small frame into one task)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    frame = frame.repartition(partitions, "_dp_chi", "_dp_clo")
+    if not may_collide:
+        return frame.withColumn("_dp_rank", F.lit(0).cast("long"))
+    rank = F.row_number().over(Window.partitionBy("_dp_chi", "_dp_clo").orderBy(*keys)) - 1
+    return frame.withColumn("_dp_rank", rank.cast("long"))
+
+
 def noised(stages: _Run, frame: DataFrame, kind: str, name: str = "_dp_z", round_tag: int | None = None) -> DataFrame:
     """`frame` (one row per key) with column `name`: a standard `kind` draw per key, under a fresh round
     tag or `round_tag` (one the caller drew: the same draws for the same keys, counters permitting)."""

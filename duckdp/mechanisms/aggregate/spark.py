@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ...privacy.aggregate import AggregatePlan
-from ...spark.noise import counter_sql, ranked
+from ...spark.noise import counter_sql, partitioned_ranked
 from ...spark.source import SparkSource, spark_ref
 from ...spark.stages import SparkStages
 from ..basic import basic_weights
@@ -101,15 +101,19 @@ def measures(engine: SparkStages, plan: AggregatePlan, kept: DataFrame, keys: Da
 def user_counts(engine: SparkStages, plan: AggregatePlan) -> DataFrame:
     """keys="threshold" [agg_user_counts.sql]: every row bound once (one Δ0 truncation over all keys), then per key
     with c = distinct users − (pre_threshold − 1) ≥ 1 its counter, `_dp_c`, the budgeted measures of the same
-    kept pairs and the counter's collision rank `_dp_rank` among these keys (`noise.ranked`, on the executors):
-    the columns of ./duckdb.py's `user_counts`, as a frame that is never collected."""
+    kept pairs and the counter's collision rank `_dp_rank` among these keys (`noise.partitioned_ranked`, on the
+    executors, in `spark.sql.shuffle.partitions` partitions): the columns of ./duckdb.py's `user_counts`, as a
+    frame that is never collected (nor stored: read once), in no particular order (the template's ORDER BY is
+    DuckDB's stream order; Spark drops it)."""
     kept = bound_keys(engine, plan, restrict(engine, plan, None))
     hi, lo, may_collide = counter_sql(kept.schema, engine.keys)
     idents = measure_idents(plan, ", ".join(engine.keys), SPARK)
     out = engine.template("agg_user_counts", {"kept": kept}, {"shift": plan.pre_threshold - 1}, subqueries=("kept",),
                           fragments={"counter_hi": hi, "counter_lo": lo, "measures": idents["measures"],
                                      "coalesced": idents["coalesced"]})
-    return ranked(engine, out, may_collide)
+    setting = str(engine.spark.conf.get("spark.sql.shuffle.partitions") or "")
+    partitions = int(setting) if setting.isdigit() and int(setting) > 0 else 200    # else Spark's default
+    return partitioned_ranked(out, engine.keys, may_collide, partitions)
 
 
 def thresholded(engine: SparkStages, plan: AggregatePlan, rule: ThresholdRule) -> pa.Table:
@@ -127,8 +131,10 @@ def thresholded(engine: SparkStages, plan: AggregatePlan, rule: ThresholdRule) -
         for batch in batches:
             yield rule(batch)
 
-    kept = engine.store(candidates.mapInArrow(keep, schema))    # the sort reads it twice (sample, sort): draw once
-    return kept.orderBy(*engine.keys).toArrow()
+    kept = candidates.mapInArrow(keep, schema)
+    # the released keys in one partition, sorted there: the order of orderBy, without the sampling job that would
+    # run the rule a second time (or a stored copy to spare it)
+    return kept.repartition(1).sortWithinPartitions(*engine.keys).toArrow()
 
 
 def pre_thresholded_weights(engine: SparkStages, max_contributions: int, pre_threshold: int) -> DataFrame:
