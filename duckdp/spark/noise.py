@@ -101,7 +101,6 @@ def ranked(stages: _Run, frame: DataFrame, may_collide: bool) -> DataFrame:
     collision rank among the keys of `frame` sharing its counter, by key value, 0 for the rest (all 0 where
     the counters cannot collide: `may_collide` False). The definition of duckdp/counters.py, computed on the
     executors (DuckDB's twin: sql/noise_scan_ranked.sql); `frame` is stored, as it is read twice."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     keys = stages.keys
@@ -109,9 +108,7 @@ def ranked(stages: _Run, frame: DataFrame, may_collide: bool) -> DataFrame:
         frame = stages.store(frame)
         dup = frame.groupBy("_dp_chi", "_dp_clo").count().where(F.col("count") > 1).drop("count")
         if dup.limit(1).count():
-            ranks = (frame.join(dup, ["_dp_chi", "_dp_clo"]).select(
-                *keys, (F.row_number().over(Window.partitionBy("_dp_chi", "_dp_clo").orderBy(*keys)) - 1)
-                .alias("_dp_rank")))
+            ranks = frame.join(dup, ["_dp_chi", "_dp_clo"]).select(*keys, _collision_rank(keys).alias("_dp_rank"))
             return (frame.join(ranks, keys, "left")
                     .withColumn("_dp_rank", F.coalesce(F.col("_dp_rank"), F.lit(0)).cast("long")))
     return frame.withColumn("_dp_rank", F.lit(0).cast("long"))
@@ -124,14 +121,20 @@ def partitioned_ranked(frame: DataFrame, keys: list[str], may_collide: bool, par
     stores the frame and counts duplicates first). The repartition also lets Spark drop a sort that `frame`'s
     query ends with (its optimizer's EliminateSorts: an order nothing here reads). A fixed `partitions` keeps the
     per-key work downstream spread over the executors (AQE would coalesce a small frame into one task)."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     frame = frame.repartition(partitions, "_dp_chi", "_dp_clo")
-    if not may_collide:
-        return frame.withColumn("_dp_rank", F.lit(0).cast("long"))
-    rank = F.row_number().over(Window.partitionBy("_dp_chi", "_dp_clo").orderBy(*keys)) - 1
+    rank = _collision_rank(keys) if may_collide else F.lit(0)
     return frame.withColumn("_dp_rank", rank.cast("long"))
+
+
+def _collision_rank(keys: list[str]) -> Column:
+    """A key's rank by key value among the keys of its frame that share its counter (duckdp/counters.py's
+    definition; DuckDB's twin: sql/noise_scan_ranked.sql)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    return F.row_number().over(Window.partitionBy("_dp_chi", "_dp_clo").orderBy(*keys)) - 1
 
 
 def noised(stages: _Run, frame: DataFrame, kind: str, name: str = "_dp_z", round_tag: int | None = None) -> DataFrame:
