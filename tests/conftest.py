@@ -41,7 +41,11 @@ def spark():
 
     from duckdp.spark import use_driver_python
 
-    s = (SparkSession.builder.master("local[2]").appName("duckdp-tests")
+    # 2 GB driver heap (Spark's default is 1 GB): a multi-round release on small data broadcasts every join,
+    # and one adaptive SIPS release on 20k rows leaves ~0.5 GB of broadcast hash relations (long[] pages) until
+    # the ContextCleaner frees them after a GC (measured, jcmd GC.class_histogram, stop 31). ~180 Spark tests in
+    # one process outran it at 1 GB: the stop-30 CI hang and the stop-31 record's failed Spark audits.
+    s = (SparkSession.builder.master("local[2]").appName("duckdp-tests").config("spark.driver.memory", "2g")
          .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
          .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
@@ -49,6 +53,29 @@ def spark():
     use_driver_python(s)
     yield s
     s.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed Spark test reports its Java exception's cause chain first (class and message of each cause,
+    no frames): CI keeps only part of a long log, and Py4J's message alone names the Python call, not why."""
+    outcome = yield
+    report = outcome.get_result()
+    exc = call.excinfo.value if call.excinfo else None
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)     # Py4JJavaError, CapturedException
+    if not report.failed or java is None:
+        return
+    causes: list[str] = []
+    try:
+        while java is not None and len(causes) < 8:
+            causes.append(str(java.toString()))
+            java = java.getCause()
+    except Exception as err:     # a dead JVM cannot be asked; say so rather than hide the original failure
+        causes.append(f"(cause chain unreadable: {err!r})")
+    entry = next((e for e in reversed(call.excinfo.traceback) if "/tests/" in str(e.path)), call.excinfo.traceback[-1])
+    first = (str(exc).strip().splitlines() or [""])[0]
+    report.longrepr = (f"{entry.path}:{entry.lineno + 1}: {type(exc).__name__}: {first}\n"
+                       "Java cause chain, outermost first:\n  " + "\n  ".join(causes))
 
 
 @pytest.fixture
