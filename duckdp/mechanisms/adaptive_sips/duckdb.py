@@ -45,17 +45,20 @@ class LazyRounds:
     """The noise draws of the rounds run so far (tag, σ, kind, state rule), to draw them late."""
 
     params: Params
+    salts: list[int]                          # every round's truncation salt, drawn up front (`run`)
     rounds: list[tuple[int, float, str, Rule]] = field(default_factory=list)
     open: tuple[Query, Query] | None = None   # the round before's open pairs and candidates (`remaining`)
+    heavy: Query | None = None                # the heavy users and their prefix bounds (`reduced_pairs`)
 
 
-def lazy_rounds(engine: DuckDBStages, params: Params) -> LazyRounds | None:
+def lazy_rounds(engine: DuckDBStages, params: Params, salts: list[int]) -> LazyRounds | None:
     """A `LazyRounds` where a key's counter is the same whichever keys a round noises (integer keys,
     key ids; not digest counters, whose collision ranks depend on the keys present), else None. The
-    candidates' per-user window runs in the truncation's user-hash passes (DuckDBStages.store_by_user_part)."""
+    candidates' per-user window runs in the truncation's user-hash passes (DuckDBStages.store_by_user_part).
+    `salts`: every round's truncation salt (round 2 keeps the prefixes of later rounds' orders)."""
     if collisions_possible(engine.ctx.key_types):
         return None
-    return LazyRounds(params)
+    return LazyRounds(params, salts)
 
 
 def candidate_limit(delta0: int, a_drop: float, rounds: int) -> int:
@@ -97,9 +100,15 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
                   "WHERE p._dp_level IS NULL) AS o")
         opened = None
     else:
-        opened = engine.store(engine.query("adaptive_sips_open", {
-            "pairs": engine.table_name(pairs if before is None else before[0]), "state": table,
-            "match": ctx.key_match("p", "s"), "exclude": "" if before is None else " EXCLUDE (_dp_level)"}), "open")
+        if before is None:     # round 2: the stored pairs, heavy users' cut to later rounds' prefixes
+            read = reduced_pairs(engine, pairs, lazy)
+            opened = engine.store(engine.query("adaptive_sips_open", {
+                "pairs": f"({read.sql})", "state": table, "match": ctx.key_match("p", "s"), "exclude": ""},
+                read.params), "open")
+        else:
+            opened = engine.store(engine.query("adaptive_sips_open", {
+                "pairs": engine.table_name(before[0]), "state": table, "match": ctx.key_match("p", "s"),
+                "exclude": " EXCLUDE (_dp_level)"}), "open")
         if before is not None:        # the round before's open pairs and candidates, in one statement
             ctx.drop(*(engine.table_name(frame) for frame in before))
         source = engine.table_name(opened)
@@ -116,12 +125,19 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         lazy.open = (opened, candidates)
     name = engine.table_name(candidates)
     noise_late(engine, name, table, lazy)
-    unsettled = engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
-                                                         "match": ctx.key_match("c", "s")},
-                             {"max_contributions": delta0})
+    assert lazy.heavy is not None                     # made by round 2's `reduced_pairs`
+    heavy = engine.table_name(lazy.heavy)
+    unsettled = engine.query("adaptive_sips_unsettled", {
+        "candidates": name, "state": table, "match": ctx.key_match("c", "s"), "heavy": heavy,
+        "bound": f"_dp_b{len(lazy.rounds) - 1}"}, {"max_contributions": delta0})
     (count,), = ctx.con.execute(f"SELECT count(*) FROM ({unsettled.sql})", unsettled.params).fetchall()
     if count:            # rare: their R̃_u may lie past the cut: all of theirs (stored before `name` grows)
         stored = engine.store(unsettled, "unsettled")
+        # heavy users among them get back the pairs their prefixes left out (as not noised before)
+        ctx.execute("adaptive_sips_unreduce", {"open": prior if opened is None else engine.table_name(opened),
+                                               "pairs": engine.table_name(pairs), "heavy": heavy,
+                                               "unsettled": engine.table_name(stored),
+                                               "match": ctx.key_match("p", "o")}, {})
         every = engine.query("adaptive_sips_unnoised_pairs", idents | {
             "users": f" WHERE _dp_user IN (SELECT _dp_user FROM {engine.table_name(stored)})"}, order)
         ctx.con.execute(f"INSERT INTO {name} BY NAME SELECT e.* FROM ({every.sql}) AS e ANTI JOIN {name} AS c "
@@ -131,11 +147,59 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     if opened is None:                # the last round: the round before's open pairs in play now
         # this round's candidates were read only by noise_late and the check above (their keys are in `state`
         # now), the round before's by nothing: both go in one statement
-        ctx.drop(stale, name)
+        ctx.drop(stale, name, heavy)
         return engine.query("adaptive_sips_remaining", {"pairs": prior, "exclude": " EXCLUDE (_dp_level)",
                                                         "state": table, "match": ctx.key_match("p", "s")})
     return engine.query("adaptive_sips_remaining_open", {"open": source, "candidates": name,
                                                          "state": table, "match": ctx.key_match("c", "s")})
+
+
+def prefix_sizes(delta0: int, a_drop: float, rounds: int) -> list[int]:
+    """About how many of a heavy user's pairs round 2 keeps for each round j = 2..I: j's candidate limit
+    (`candidate_limit` with j − 1 rounds before), which holds about 2Δ0 pairs in play. Any sizes give the
+    same release (the check and fallback in `remaining`); they set only how often the fallback runs."""
+    return [candidate_limit(delta0, a_drop, j) for j in range(1, rounds)]
+
+
+def heavy_bound(delta0: int, a_drop: float, rounds: int) -> int:
+    """Users with more pairs than twice Σ_j p_j (`prefix_sizes`) are cut to their prefixes: they keep at most
+    about half their pairs (any bound gives the same release; it only sets which users' pairs are cut)."""
+    return 2 * sum(limit_for(delta0, float(ndtr(-a_drop)) ** j) for j in range(1, rounds))
+
+
+def reduced_pairs(engine: DuckDBStages, pairs: Query, lazy: LazyRounds) -> Query:
+    """The pairs rounds ≥ 2 read, for round 2's open pairs [adaptive_sips_prefixes.sql]: every pair of a user
+    with at most twice Σ_j p_j of them (p_j: `prefix_sizes`), and of a heavier user, stored with their bounds
+    in `lazy.heavy` [adaptive_sips_heavy.sql, adaptive_sips_prefix_bound.sql], the union over rounds j ≥ 2 of
+    its pairs whose order under j's truncation salt (drawn up front) lies below j's bound b_j, about p_j of
+    them: Q_j. One pass over the pairs, so a user with millions of keys costs rounds ≥ 2 about Σ_j p_j rows.
+    `remaining` shows R'_u still holds every pair of R_u before u's cut (the cut ≤ b_j for a heavy user)."""
+    settings = (lazy.params.delta0, lazy.params["a_drop"], lazy.params["iterations"])
+    sizes = prefix_sizes(*settings)
+    bounds: list[str] = []
+    prefixes: list[str] = []
+    bound_params: dict = {}
+    order_params: dict = {}
+    for i, (size, salt) in enumerate(zip(sizes, lazy.salts[1:], strict=True)):
+        bound = _numbered(engine.query("adaptive_sips_prefix_bound", {}, {"prefix": size}), i)
+        order = _numbered(engine.truncation_order(salt), i)
+        bounds.append(f", {bound.sql} AS _dp_b{i}")
+        prefixes.append(f"({order.sql})::DOUBLE < h._dp_b{i}")
+        bound_params |= bound.params
+        order_params |= order.params
+    name = engine.table_name(pairs)
+    lazy.heavy = engine.store(engine.query("adaptive_sips_heavy", {"pairs": name, "bounds": "".join(bounds)},
+                                           bound_params | {"heavy": heavy_bound(*settings)}), "heavy")
+    return engine.query("adaptive_sips_prefixes", {"pairs": name, "heavy": engine.table_name(lazy.heavy),
+                                                    "prefixes": " OR ".join(prefixes)}, order_params)
+
+
+def _numbered(query: Query, i: int) -> Query:
+    """`query` with each bound value renamed `$name_i`, so one statement can hold it once per round."""
+    sql = query.sql
+    for name in sorted(query.params, key=len, reverse=True):
+        sql = sql.replace(f"${name}", f"${name}_{i}")
+    return Query(sql, {f"{name}_{i}": value for name, value in query.params.items()})
 
 
 def noise_late(engine: DuckDBStages, candidates: str, state: str, lazy: LazyRounds) -> None:
