@@ -81,7 +81,25 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     those in play before the cut gets all of them (a second pass). The result, the open
     pairs noised before and the candidates, in play [adaptive_sips_remaining_open.sql], is R'_u ⊆ R_u: it
     holds every pair of R_u ordered before u's cut, Δ0 of them when a cut was made (else R'_u = R_u), so
-    the truncation keeps the same Δ0 first pairs of R_u (ties included) with the same d."""
+    the truncation keeps the same Δ0 first pairs of R_u (ties included) with the same d.
+
+    Heavy users (`reduced_pairs`): round 2's open pairs hold of a heavy user u only Q_u = ∪_{j≥2} Q_uj,
+    Q_uj = {p ∈ S_u : h_j(p) < b_uj} (h_j: round j's truncation order, its salt drawn up front; b_uj: u's
+    stored bound for j). Claim, round j ≥ 2, u still heavy: if at least Δ0 of u's candidates in play lie
+    before κ = b_uj, or before min(b_uj, last candidate's order) when u's candidates were cut (strictly,
+    [adaptive_sips_unsettled.sql]), then R'_u ⊇ {p ∈ R_u : h_j(p) < κ}, so R'_u ⊆ R_u holds every pair of
+    R_u before the cut and Δ0 of them, and the truncation is the same as above. Proof: let p ∈ R_u with
+    h_j(p) < κ ≤ b_uj. Then p ∈ Q_uj ⊆ Q_u, and p's key was in play at every round so far (p ∈ R_u, and
+    keys out of play never return), so p is among the open pairs (round 2 kept Q_u's open pairs, later
+    rounds carry every open pair on). If a round before j noised p's key, p is an open pair with its level
+    and in R'_u (level > 0 as p ∈ R_u). Else p is one of u's pairs not noised yet, with h_j(p) < κ ≤ the
+    last candidate's order when cut, so a candidate (candidates are a prefix of that order), noised late
+    and in R'_u. Otherwise (fewer, or no candidate at all) u is unsettled: [adaptive_sips_unreduce.sql]
+    adds every stored pair of u that the open pairs lack, as not noised before (NULL level: keys noised or
+    out already have a state row, which the second pass's late noise skips and R'_u's join reads), u stops
+    being heavy, and the second pass makes all of u's pairs not noised yet candidates: R'_u = R_u. Each
+    round's bounds and orders are fixed functions of u's own pairs and the salts, so R̃_u still depends on
+    S_u, the state and u's coins alone (privacy argument 1 in the package docstring)."""
     if state is None:
         return engine.query("adaptive_sips_first", {"pairs": engine.table_name(pairs)})
     ctx = engine.ctx
