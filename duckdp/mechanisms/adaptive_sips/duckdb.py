@@ -85,16 +85,16 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
 
     Heavy users (`reduced_pairs`): round 2's open pairs hold of a heavy user u only Q_u = ∪_{j≥2} Q_uj,
     Q_uj = {p ∈ S_u : h_j(p) < b_uj} (h_j: round j's truncation order, its salt drawn up front; b_uj: u's
-    stored bound for j). Claim, round j ≥ 2, u still heavy: if at least Δ0 of u's candidates in play lie
-    before κ = b_uj, or before min(b_uj, last candidate's order) when u's candidates were cut (strictly,
-    [adaptive_sips_unsettled.sql]), then R'_u ⊇ {p ∈ R_u : h_j(p) < κ}, so R'_u ⊆ R_u holds every pair of
-    R_u before the cut and Δ0 of them, and the truncation is the same as above. Proof: let p ∈ R_u with
+    stored bound for j). Claim, round j ≥ 2, u still heavy, κ = b_uj, or min(b_uj, last candidate's order)
+    when u's candidates were cut: R'_u ⊇ {p ∈ R_u : h_j(p) < κ}; so when at least Δ0 pairs of R'_u lie
+    strictly before κ (checked, [adaptive_sips_unsettled.sql]), R'_u ⊆ R_u holds every pair of R_u before
+    the cut and Δ0 of them, and the truncation is the same as above. Proof: let p ∈ R_u with
     h_j(p) < κ ≤ b_uj. Then p ∈ Q_uj ⊆ Q_u, and p's key was in play at every round so far (p ∈ R_u, and
     keys out of play never return), so p is among the open pairs (round 2 kept Q_u's open pairs, later
     rounds carry every open pair on). If a round before j noised p's key, p is an open pair with its level
     and in R'_u (level > 0 as p ∈ R_u). Else p is one of u's pairs not noised yet, with h_j(p) < κ ≤ the
     last candidate's order when cut, so a candidate (candidates are a prefix of that order), noised late
-    and in R'_u. Otherwise (fewer, or no candidate at all) u is unsettled: [adaptive_sips_unreduce.sql]
+    and in R'_u. Otherwise (fewer than Δ0 before κ) u is unsettled: [adaptive_sips_unreduce.sql]
     adds every stored pair of u that the open pairs lack, as not noised before (NULL level: keys noised or
     out already have a state row, which the second pass's late noise skips and R'_u's join reads), u stops
     being heavy, and the second pass makes all of u's pairs not noised yet candidates: R'_u = R_u. Each
@@ -145,9 +145,16 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     noise_late(engine, name, table, lazy)
     assert lazy.heavy is not None                     # made by round 2's `reduced_pairs`
     heavy = engine.table_name(lazy.heavy)
+    if opened is None:                # the last round: the round before's open pairs in play now
+        result = engine.query("adaptive_sips_remaining", {"pairs": prior, "exclude": " EXCLUDE (_dp_level)",
+                                                          "state": table, "match": ctx.key_match("p", "s")})
+    else:
+        result = engine.query("adaptive_sips_remaining_open", {"open": source, "candidates": name,
+                                                               "state": table, "match": ctx.key_match("c", "s")})
     unsettled = engine.query("adaptive_sips_unsettled", {
         "candidates": name, "state": table, "match": ctx.key_match("c", "s"), "heavy": heavy,
-        "bound": f"_dp_b{len(lazy.rounds) - 1}"}, {"max_contributions": delta0})
+        "bound": f"_dp_b{len(lazy.rounds) - 1}", "kept": result.sql, "order": truncation.sql},
+        {"max_contributions": delta0} | order)
     (count,), = ctx.con.execute(f"SELECT count(*) FROM ({unsettled.sql})", unsettled.params).fetchall()
     if count:            # rare: their R̃_u may lie past the cut: all of theirs (stored before `name` grows)
         stored = engine.store(unsettled, "unsettled")
@@ -162,14 +169,11 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
                         f"ON e._dp_user = c._dp_user AND {ctx.key_match('e', 'c')}", every.params)
         noise_late(engine, name, table, lazy)
         engine.drop(stored)
-    if opened is None:                # the last round: the round before's open pairs in play now
+    if opened is None:
         # this round's candidates were read only by noise_late and the check above (their keys are in `state`
-        # now), the round before's by nothing: both go in one statement
+        # now), the round before's by nothing: both go in one statement (R'_u reads the round before's open pairs)
         ctx.drop(stale, name, heavy)
-        return engine.query("adaptive_sips_remaining", {"pairs": prior, "exclude": " EXCLUDE (_dp_level)",
-                                                        "state": table, "match": ctx.key_match("p", "s")})
-    return engine.query("adaptive_sips_remaining_open", {"open": source, "candidates": name,
-                                                         "state": table, "match": ctx.key_match("c", "s")})
+    return result
 
 
 def prefix_sizes(delta0: int, a_drop: float, rounds: int) -> list[int]:

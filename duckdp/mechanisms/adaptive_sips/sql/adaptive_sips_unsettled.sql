@@ -1,22 +1,29 @@
--- Adaptive SIPS with lazy noise: the users whose candidates (adaptive_sips_candidates.sql, every key
--- now with a state row) may not settle R̃_u. A user is checked when cut (`_dp_cut`: pairs may lie past the
--- candidates; cut at the last candidate's order, strictly before it) or heavy ({heavy}: its open pairs are
--- a prefix of its pairs, cut at `{bound}`, this round's bound, strictly below it); both: the nearer cut.
--- Unsettled: fewer than Δ0 candidates in play before the cut, or a heavy user with no candidate at all.
--- For the others every pair of R_u ordered before the cut has a state row in play (noised earlier, or a
--- candidate) and is in R'_u, and Δ0 of them are (duckdp/mechanisms/adaptive_sips/duckdb.py, `remaining`).
--- idents: candidates, state, match, heavy, bound
+-- Adaptive SIPS with lazy noise: the users whose R'_u ({kept}: adaptive_sips_remaining_open.sql, or
+-- adaptive_sips_remaining.sql in the last round, every candidate key now with a state row) may not settle
+-- R̃_u. An ordinary user is checked when cut (`_dp_cut`: pairs may lie past its candidates,
+-- adaptive_sips_candidates.sql): unsettled with fewer than Δ0 candidates in play before the last one. A
+-- heavy user ({heavy}: its open pairs are its prefixes, adaptive_sips_prefixes.sql) is always checked, cut at
+-- `{bound}`, this round's bound, or at its last candidate's order if that is nearer and its candidates were
+-- cut: unsettled with fewer than Δ0 pairs of R'_u strictly before the cut ({order}: this round's truncation
+-- order). For the others every pair of R_u ordered before the cut is in R'_u, and Δ0 of them are
+-- (duckdp/mechanisms/adaptive_sips/duckdb.py, `remaining`).
+-- idents: candidates, state, match, heavy, bound, kept, order
 -- params: max_contributions
-WITH c AS (          -- each candidate pair of a checked user with its key's level and the user's bound
-  SELECT c._dp_user, c._dp_order, c._dp_cut, s._dp_level, h.{bound} AS _dp_bound
-  FROM {candidates} AS c JOIN {state} AS s ON {match} LEFT JOIN {heavy} AS h ON c._dp_user = h._dp_user
-  WHERE c._dp_cut OR h.{bound} IS NOT NULL
-), cut AS (          -- the checked users, with the order of their last candidate
+WITH c AS (          -- each candidate pair of a cut user with its key's level
+  SELECT c._dp_user, c._dp_order, s._dp_level FROM {candidates} AS c JOIN {state} AS s ON {match} WHERE c._dp_cut
+), cut AS (          -- the cut users, with the order of their last candidate
   SELECT _dp_user, max(_dp_order) AS _dp_last FROM c GROUP BY _dp_user
+), heavy AS (        -- the heavy users with this round's bound, and their last candidate's order when cut
+  SELECT h._dp_user, h.{bound} AS _dp_bound, cut._dp_last FROM {heavy} AS h LEFT JOIN cut USING (_dp_user)
+), ahead AS (        -- each heavy user's count of R'_u's pairs before its cut
+  SELECT _dp_user, count(*) AS _dp_ahead
+  FROM (SELECT _dp_user, {order} AS _dp_order FROM ({kept}) AS k SEMI JOIN {heavy} AS h USING (_dp_user)) AS r
+  JOIN heavy USING (_dp_user)
+  WHERE r._dp_order::DOUBLE < heavy._dp_bound AND (heavy._dp_last IS NULL OR r._dp_order < heavy._dp_last)
+  GROUP BY _dp_user
 )
-SELECT _dp_user FROM cut JOIN c USING (_dp_user)
+SELECT _dp_user FROM cut JOIN c USING (_dp_user) ANTI JOIN {heavy} AS h USING (_dp_user)
 GROUP BY _dp_user, _dp_last
-HAVING count(*) FILTER (WHERE _dp_level > 0 AND (NOT _dp_cut OR _dp_order < _dp_last)
-                        AND (_dp_bound IS NULL OR _dp_order::DOUBLE < _dp_bound)) < $max_contributions
+HAVING count(*) FILTER (WHERE _dp_level > 0 AND _dp_order < _dp_last) < $max_contributions
 UNION ALL
-SELECT _dp_user FROM {heavy} AS h ANTI JOIN {candidates} AS c ON h._dp_user = c._dp_user
+SELECT _dp_user FROM heavy LEFT JOIN ahead USING (_dp_user) WHERE coalesce(_dp_ahead, 0) < $max_contributions
