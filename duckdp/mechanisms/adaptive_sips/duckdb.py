@@ -18,6 +18,10 @@ to round in one stored table with each key's level, so a round joins the state o
 still open, where it joined every pair twice (for the candidates and for R_u), and R_u's pairs not
 noised before the round come from the candidates alone (a heavy user's millions of open pairs are
 not joined again); the last round carries nothing on, so it reads the round before's open pairs.
+Round 2's open pairs hold of each heavy user (more pairs than `heavy_bound`) only the pairs in some later
+round's prefix of its truncation order (every round's salt is drawn up front), read in one pass
+(`reduced_pairs`): a user with millions of keys costs rounds ≥ 2 about a thousand rows; a check per round
+and a fallback that restores the user's pairs keep R'_u's claim below (`remaining`).
 The truncation keeps the same pairs as before, so releases are unchanged (tests/test_lazy_noise.py:
 lazy = eager bit for bit; tests/test_pinned_releases.py); the time saved is in benchmarks/RESULTS.md,
 "adaptive SIPS speed (stop 28)".
