@@ -28,6 +28,7 @@ lazy = eager bit for bit; tests/test_pinned_releases.py); the time saved is in b
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -149,15 +150,17 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     noise_late(engine, name, table, lazy)
     assert lazy.heavy is not None                     # made by round 2's `reduced_pairs`
     heavy = engine.table_name(lazy.heavy)
-    if opened is None:                # the last round: the round before's open pairs in play now
-        result = engine.query("adaptive_sips_remaining", {"pairs": prior, "exclude": " EXCLUDE (_dp_level)",
-                                                          "state": table, "match": ctx.key_match("p", "s")})
-    else:
-        result = engine.query("adaptive_sips_remaining_open", {"open": source, "candidates": name,
-                                                               "state": table, "match": ctx.key_match("c", "s")})
+    def kept(of: Callable[[str], str]) -> Query:       # R'_u, over the tables `of` maps (the heavy users' rows)
+        if opened is None:            # the last round: the round before's open pairs in play now
+            return engine.query("adaptive_sips_remaining", {"pairs": of(prior), "exclude": " EXCLUDE (_dp_level)",
+                                                            "state": table, "match": ctx.key_match("p", "s")})
+        return engine.query("adaptive_sips_remaining_open", {"open": of(source), "candidates": of(name),
+                                                             "state": table, "match": ctx.key_match("c", "s")})
+    result = kept(lambda t: t)
     unsettled = engine.query("adaptive_sips_unsettled", {
         "candidates": name, "state": table, "match": ctx.key_match("c", "s"), "heavy": heavy,
-        "bound": f"_dp_b{len(lazy.rounds) - 1}", "kept": result.sql, "order": truncation.sql},
+        "bound": f"_dp_b{len(lazy.rounds) - 1}", "order": truncation.sql,
+        "kept": kept(lambda t: f"(SELECT * FROM {t} SEMI JOIN {heavy} USING (_dp_user))").sql},
         {"max_contributions": delta0} | order)
     (count,), = ctx.con.execute(f"SELECT count(*) FROM ({unsettled.sql})", unsettled.params).fetchall()
     if count:            # rare: their R̃_u may lie past the cut: all of theirs (stored before `name` grows)
@@ -214,7 +217,8 @@ def reduced_pairs(engine: DuckDBStages, pairs: Query, lazy: LazyRounds) -> Query
         bound_params |= bound.params
         order_params |= order.params
     name = engine.table_name(pairs)
-    lazy.heavy = engine.store(engine.query("adaptive_sips_heavy", {"pairs": name, "bounds": "".join(bounds)},
+    lazy.heavy = engine.store(engine.query("adaptive_sips_heavy", {"pairs": name, "bounds": "".join(bounds),
+                                                                   "keys": engine.ctx.key_aliases},
                                            bound_params | {"heavy": heavy_bound(*settings)}), "heavy")
     return engine.query("adaptive_sips_prefixes", {"pairs": name, "heavy": engine.table_name(lazy.heavy),
                                                     "prefixes": " OR ".join(prefixes)}, order_params)

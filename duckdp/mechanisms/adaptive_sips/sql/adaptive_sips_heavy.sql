@@ -1,7 +1,12 @@
--- Adaptive SIPS with lazy noise (duckdp/mechanisms/adaptive_sips/duckdb.py, `remaining`): the heavy users,
--- those with more than $heavy stored pairs, each with one prefix bound per round ≥ 2 ({bounds}:
--- adaptive_sips_prefix_bound.sql as `_dp_b0`, `_dp_b1`, …). Rounds ≥ 2 read only a heavy user's pairs
--- whose order under some round's truncation salt lies below that round's bound (adaptive_sips_prefixes.sql).
--- idents: pairs, bounds
+-- Adaptive SIPS with lazy noise (duckdp/mechanisms/adaptive_sips/duckdb.py, `reduced_pairs`): the heavy users,
+-- each with one prefix bound per round ≥ 2 ({bounds}: adaptive_sips_prefix_bound.sql as `_dp_b0`, `_dp_b1`,
+-- …, from `_dp_n`). Rounds ≥ 2 read only a heavy user's pairs whose order under some round's truncation salt
+-- lies below that round's bound (adaptive_sips_prefixes.sql). A user's pair count is estimated from the pairs
+-- whose (unkeyed) hash lies in the first 1/16 of its range, `_dp_n` = 16 × their count, so only a sixteenth of
+-- the pairs is grouped: which users are heavy and their bounds only set how many pairs rounds ≥ 2 read
+-- and how often the fallback runs, never the release (`remaining`).
+-- idents: pairs, bounds, keys
 -- params: heavy
-SELECT _dp_user{bounds} FROM {pairs} GROUP BY _dp_user HAVING count(*) > $heavy
+SELECT _dp_user, _dp_n{bounds}
+FROM (SELECT _dp_user, 16 * count(*) AS _dp_n FROM {pairs} WHERE hash(_dp_user, {keys}) < 1152921504606846976
+      GROUP BY _dp_user HAVING 16 * count(*) > $heavy) AS s

@@ -7,6 +7,7 @@
 -- cut: unsettled with fewer than Δ0 pairs of R'_u strictly before the cut ({order}: this round's truncation
 -- order). For the others every pair of R_u ordered before the cut is in R'_u, and Δ0 of them are
 -- (duckdp/mechanisms/adaptive_sips/duckdb.py, `remaining`).
+-- ({kept} holds the heavy users' rows alone.)
 -- idents: candidates, state, match, heavy, bound, kept, order
 -- params: max_contributions
 WITH c AS (          -- each candidate pair of a cut user with its key's level
@@ -17,7 +18,7 @@ WITH c AS (          -- each candidate pair of a cut user with its key's level
   SELECT h._dp_user, h.{bound} AS _dp_bound, cut._dp_last FROM {heavy} AS h LEFT JOIN cut USING (_dp_user)
 ), ahead AS (        -- each heavy user's count of R'_u's pairs before its cut
   SELECT _dp_user, count(*) AS _dp_ahead
-  FROM (SELECT _dp_user, {order} AS _dp_order FROM ({kept}) AS k SEMI JOIN {heavy} AS h USING (_dp_user)) AS r
+  FROM (SELECT _dp_user, {order} AS _dp_order FROM ({kept}) AS k) AS r
   JOIN heavy USING (_dp_user)
   WHERE r._dp_order::DOUBLE < heavy._dp_bound AND (heavy._dp_last IS NULL OR r._dp_order < heavy._dp_last)
   GROUP BY _dp_user
