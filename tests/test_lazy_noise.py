@@ -154,8 +154,8 @@ def _open_rows(monkeypatch) -> list[dict]:
     seen: list[dict] = []
     original = own.reduced_pairs
 
-    def spy(engine, pairs, lazy):
-        query = original(engine, pairs, lazy)
+    def spy(engine, pairs, state, lazy):
+        query = original(engine, pairs, state, lazy)
         rows = engine.ctx.con.sql(f"SELECT _dp_user, count(*) FROM ({query.sql}) GROUP BY ALL",
                                   params=query.params).fetchall()
         heavy = engine.ctx.con.sql(f"SELECT _dp_user FROM {engine.table_name(lazy.heavy)}").fetchall()

@@ -124,7 +124,7 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         opened = None
     else:
         if before is None:     # round 2: the stored pairs, heavy users' cut to later rounds' prefixes
-            read = reduced_pairs(engine, pairs, lazy)
+            read = reduced_pairs(engine, pairs, table, lazy)
             opened = engine.store(engine.query("adaptive_sips_open", {
                 "pairs": f"({read.sql})", "state": table, "match": ctx.key_match("p", "s"), "exclude": ""},
                 read.params), "open")
@@ -196,9 +196,10 @@ def heavy_bound(delta0: int, a_drop: float, rounds: int) -> int:
     return 2 * sum(limit_for(delta0, float(ndtr(-a_drop)) ** j) for j in range(1, rounds))
 
 
-def reduced_pairs(engine: DuckDBStages, pairs: Query, lazy: LazyRounds) -> Query:
+def reduced_pairs(engine: DuckDBStages, pairs: Query, state: str, lazy: LazyRounds) -> Query:
     """The pairs rounds ≥ 2 read, for round 2's open pairs [adaptive_sips_prefixes.sql]: every pair of a user
-    with at most twice Σ_j p_j of them (p_j: `prefix_sizes`), and of a heavier user, stored with their bounds
+    with at most about twice Σ_j p_j open pairs after round 1 (`state`; p_j: `prefix_sizes`; estimated from a
+    sixteenth of the pairs), and of a heavier user, stored with their bounds
     in `lazy.heavy` [adaptive_sips_heavy.sql, adaptive_sips_prefix_bound.sql], the union over rounds j ≥ 2 of
     its pairs whose order under j's truncation salt (drawn up front) lies below j's bound b_j, about p_j of
     them: Q_j. One pass over the pairs, so a user with millions of keys costs rounds ≥ 2 about Σ_j p_j rows.
@@ -218,7 +219,8 @@ def reduced_pairs(engine: DuckDBStages, pairs: Query, lazy: LazyRounds) -> Query
         order_params |= order.params
     name = engine.table_name(pairs)
     lazy.heavy = engine.store(engine.query("adaptive_sips_heavy", {"pairs": name, "bounds": "".join(bounds),
-                                                                   "keys": engine.ctx.key_aliases},
+                                                                   "keys": engine.ctx.key_aliases, "state": state,
+                                                                   "match": engine.ctx.key_match("p", "s")},
                                            bound_params | {"heavy": heavy_bound(*settings)}), "heavy")
     return engine.query("adaptive_sips_prefixes", {"pairs": name, "heavy": engine.table_name(lazy.heavy),
                                                     "prefixes": " OR ".join(prefixes)}, order_params)
