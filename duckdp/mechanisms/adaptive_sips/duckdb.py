@@ -54,6 +54,7 @@ class LazyRounds:
     rounds: list[tuple[int, float, str, Rule]] = field(default_factory=list)
     open: tuple[Query, Query] | None = None   # the round before's open pairs and candidates (`remaining`)
     heavy: Query | None = None                # the heavy users and their prefix bounds (`reduced_pairs`)
+    any_heavy: bool = False                   # some user is heavy (else rounds ≥ 2 run as without them)
 
 
 def lazy_rounds(engine: DuckDBStages, params: Params, salts: list[int]) -> LazyRounds | None:
@@ -160,7 +161,8 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     unsettled = engine.query("adaptive_sips_unsettled", {
         "candidates": name, "state": table, "match": ctx.key_match("c", "s"), "heavy": heavy,
         "bound": f"_dp_b{len(lazy.rounds) - 1}", "order": truncation.sql,
-        "kept": kept(lambda t: f"(SELECT * FROM {t} SEMI JOIN {heavy} USING (_dp_user))").sql},
+        "kept": kept(lambda t: f"(SELECT * FROM {t} SEMI JOIN {heavy} USING (_dp_user))" if lazy.any_heavy
+                     else f"(SELECT * FROM {t} LIMIT 0)").sql},
         {"max_contributions": delta0} | order)
     (count,), = ctx.con.execute(f"SELECT count(*) FROM ({unsettled.sql})", unsettled.params).fetchall()
     if count:            # rare: their R̃_u may lie past the cut: all of theirs (stored before `name` grows)
@@ -191,14 +193,15 @@ def prefix_sizes(delta0: int, a_drop: float, rounds: int) -> list[int]:
 
 
 def heavy_bound(delta0: int, a_drop: float, rounds: int) -> int:
-    """Users with more pairs than twice Σ_j p_j (`prefix_sizes`) are cut to their prefixes: they keep at most
-    about half their pairs (any bound gives the same release; it only sets which users' pairs are cut)."""
-    return 2 * sum(limit_for(delta0, float(ndtr(-a_drop)) ** j) for j in range(1, rounds))
+    """Users with more open pairs than 8 Σ_j p_j (`prefix_sizes`) are cut to their prefixes, at most about an
+    eighth of their pairs: below that the cut's join costs ordinary data more than it saves (any bound gives the
+    same release; it only sets which users' pairs are cut)."""
+    return 8 * sum(limit_for(delta0, float(ndtr(-a_drop)) ** j) for j in range(1, rounds))
 
 
 def reduced_pairs(engine: DuckDBStages, pairs: Query, state: str, lazy: LazyRounds) -> Query:
     """The pairs rounds ≥ 2 read, for round 2's open pairs [adaptive_sips_prefixes.sql]: every pair of a user
-    with at most about twice Σ_j p_j open pairs after round 1 (`state`; p_j: `prefix_sizes`; estimated from a
+    with at most about 8 Σ_j p_j open pairs after round 1 (`state`; p_j: `prefix_sizes`; estimated from a
     sixteenth of the pairs), and of a heavier user, stored with their bounds
     in `lazy.heavy` [adaptive_sips_heavy.sql, adaptive_sips_prefix_bound.sql], the union over rounds j ≥ 2 of
     its pairs whose order under j's truncation salt (drawn up front) lies below j's bound b_j, about p_j of
@@ -222,6 +225,9 @@ def reduced_pairs(engine: DuckDBStages, pairs: Query, state: str, lazy: LazyRoun
                                                                    "keys": engine.ctx.key_aliases, "state": state,
                                                                    "match": engine.ctx.key_match("p", "s")},
                                            bound_params | {"heavy": heavy_bound(*settings)}), "heavy")
+    lazy.any_heavy = engine.ctx.scalar(f"SELECT count(*) FROM {engine.table_name(lazy.heavy)}") > 0
+    if not lazy.any_heavy:            # nobody to cut: the stored pairs as they are, no join
+        return pairs
     return engine.query("adaptive_sips_prefixes", {"pairs": name, "heavy": engine.table_name(lazy.heavy),
                                                     "prefixes": " OR ".join(prefixes)}, order_params)
 

@@ -5,7 +5,7 @@ SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM "_duckdp_000000000000_
 WHERE s._dp_level > 0
 
 -- rendering 2 of 2; binds none
-SELECT * FROM (SELECT * FROM "_duckdp_000000000000_open5" SEMI JOIN "_duckdp_000000000000_heavy4" USING (_dp_user)) WHERE _dp_level > 0
+SELECT * FROM (SELECT * FROM "_duckdp_000000000000_open5" LIMIT 0) WHERE _dp_level > 0
 UNION ALL
-SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM (SELECT * FROM "_duckdp_000000000000_candidates6" SEMI JOIN "_duckdp_000000000000_heavy4" USING (_dp_user)) AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM (SELECT * FROM "_duckdp_000000000000_candidates6" LIMIT 0) AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
 WHERE s._dp_level > 0

@@ -7,9 +7,9 @@ WITH c AS (          -- each candidate pair of a cut user with its key's level
   SELECT h._dp_user, h._dp_b0 AS _dp_bound, cut._dp_last FROM "_duckdp_000000000000_heavy4" AS h LEFT JOIN cut USING (_dp_user)
 ), ahead AS (        -- each heavy user's count of R'_u's pairs before its cut
   SELECT _dp_user, count(*) AS _dp_ahead
-  FROM (SELECT _dp_user, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order FROM (SELECT * FROM (SELECT * FROM "_duckdp_000000000000_open5" SEMI JOIN "_duckdp_000000000000_heavy4" USING (_dp_user)) WHERE _dp_level > 0
+  FROM (SELECT _dp_user, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order FROM (SELECT * FROM (SELECT * FROM "_duckdp_000000000000_open5" LIMIT 0) WHERE _dp_level > 0
 UNION ALL
-SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM (SELECT * FROM "_duckdp_000000000000_candidates6" SEMI JOIN "_duckdp_000000000000_heavy4" USING (_dp_user)) AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM (SELECT * FROM "_duckdp_000000000000_candidates6" LIMIT 0) AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
 WHERE s._dp_level > 0) AS k) AS r
   JOIN heavy USING (_dp_user)
   WHERE r._dp_order::DOUBLE < heavy._dp_bound AND (heavy._dp_last IS NULL OR r._dp_order < heavy._dp_last)
@@ -30,7 +30,7 @@ WITH c AS (          -- each candidate pair of a cut user with its key's level
   SELECT h._dp_user, h._dp_b1 AS _dp_bound, cut._dp_last FROM "_duckdp_000000000000_heavy4" AS h LEFT JOIN cut USING (_dp_user)
 ), ahead AS (        -- each heavy user's count of R'_u's pairs before its cut
   SELECT _dp_user, count(*) AS _dp_ahead
-  FROM (SELECT _dp_user, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order FROM (SELECT p.* EXCLUDE (_dp_level), s._dp_level FROM (SELECT * FROM "_duckdp_000000000000_open5" SEMI JOIN "_duckdp_000000000000_heavy4" USING (_dp_user)) AS p JOIN "_duckdp_000000000000_state8" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE s._dp_level > 0) AS k) AS r
+  FROM (SELECT _dp_user, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order FROM (SELECT p.* EXCLUDE (_dp_level), s._dp_level FROM (SELECT * FROM "_duckdp_000000000000_open5" LIMIT 0) AS p JOIN "_duckdp_000000000000_state8" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE s._dp_level > 0) AS k) AS r
   JOIN heavy USING (_dp_user)
   WHERE r._dp_order::DOUBLE < heavy._dp_bound AND (heavy._dp_last IS NULL OR r._dp_order < heavy._dp_last)
   GROUP BY _dp_user

@@ -2,7 +2,7 @@
 CREATE TEMP TABLE "_duckdp_000000000000_pairs0" AS
 SELECT DISTINCT "user_id" AS _dp_user, "item" AS _dp_k0 FROM "memory"."main"."golden_input"
 
--- rendering 2 of 5; binds $heavy=286, $prefix_0=70, $prefix_1=73
+-- rendering 2 of 5; binds $heavy=1144, $prefix_0=70, $prefix_1=73
 CREATE TEMP TABLE "_duckdp_000000000000_heavy3" AS
 SELECT _dp_user, _dp_n, $prefix_0::DOUBLE / _dp_n * 18446744073709551616.0 AS _dp_b0, $prefix_1::DOUBLE / _dp_n * 18446744073709551616.0 AS _dp_b1
 FROM (SELECT p._dp_user, 16 * count(*) AS _dp_n
@@ -11,9 +11,9 @@ FROM (SELECT p._dp_user, 16 * count(*) AS _dp_n
       WHERE s._dp_level IS NULL OR s._dp_level > 0
       GROUP BY p._dp_user HAVING 16 * count(*) > $heavy) AS n
 
--- rendering 3 of 5; binds $trunc_salt_0=4495534904771661033, $trunc_salt_1=4427371557954821508
+-- rendering 3 of 5; binds none
 CREATE TEMP TABLE "_duckdp_000000000000_open4" AS
-SELECT p.*, s._dp_level FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p LEFT JOIN "_duckdp_000000000000_heavy3" AS h USING (_dp_user) WHERE h._dp_b0 IS NULL OR (hash(xor(hash(_dp_user, _dp_k0), $trunc_salt_0)))::DOUBLE < h._dp_b0 OR (hash(xor(hash(_dp_user, _dp_k0), $trunc_salt_1)))::DOUBLE < h._dp_b1) AS p LEFT JOIN "_duckdp_000000000000_state1" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+SELECT p.*, s._dp_level FROM (SELECT * FROM "_duckdp_000000000000_pairs0") AS p LEFT JOIN "_duckdp_000000000000_state1" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0
 WHERE s._dp_level IS NULL OR s._dp_level > 0
 
 -- rendering 4 of 5; binds $candidates=70, $trunc_salt=4495534904771661033
