@@ -148,11 +148,15 @@ def test_first_pair_is_always_a_candidate(con, monkeypatch):
     _same(eager, _trace(con, True, 4, 1.0))
 
 
+HEAVY_BOUND = 1500          # own.heavy_bound for these tests: user −1 (3,000 keys) heavy, user −2 (1,000) not
+
+
 def _open_rows(monkeypatch) -> list[dict]:
     """Spy on round 2's reduction: per release, the heavy users (user → pair count is not stored, so their
     ids) and the open pairs of each user stored in round 2."""
     seen: list[dict] = []
     original = own.reduced_pairs
+    monkeypatch.setattr(own, "heavy_bound", lambda *args: HEAVY_BOUND)
 
     def spy(engine, pairs, state, lazy):
         query = original(engine, pairs, state, lazy)
@@ -174,9 +178,7 @@ def test_heavy_users_read_only_their_prefixes(con, monkeypatch):
     _same(eager, _trace(con, True, 2, 4.0))
     (round2,) = seen
     assert round2["heavy"] == [-1]
-    bound = own.heavy_bound(DELTA0, -0.5, 3)
-    assert HEAVY_KEYS > bound > HEAVY_KEYS // 3
-    assert round2["open"][-1] < bound // 4 and round2["open"][-2] == HEAVY_KEYS // 3
+    assert round2["open"][-1] < HEAVY_BOUND // 4 and round2["open"][-2] == HEAVY_KEYS // 3
     assert max(n for u, n in round2["open"].items() if u >= 0) <= 12
 
 
@@ -188,6 +190,7 @@ def test_heavy_prefix_run_out_falls_back(con, monkeypatch, sizes, rounds):
     _table(con, string_keys=False)
     eager = _trace(con, False, 3, 1.0)
     monkeypatch.setattr(own, "prefix_sizes", lambda delta0, a_drop, rounds: sizes)
+    monkeypatch.setattr(own, "heavy_bound", lambda *args: HEAVY_BOUND)
     decided: list[int] = []                                 # rounds whose state was made (own.state)
     restored: list[int] = []                                # the round of each fallback
     run_execute, original_state = RunContext.execute, own.state
@@ -212,6 +215,7 @@ def test_heavy_prefix_without_fallback_is_caught(con, monkeypatch):
     _table(con, string_keys=False)
     eager = _trace(con, False, 3, 1.0)
     monkeypatch.setattr(own, "prefix_sizes", lambda delta0, a_drop, rounds: [3] * (rounds - 1))
+    monkeypatch.setattr(own, "heavy_bound", lambda *args: HEAVY_BOUND)
     run_execute = RunContext.execute
     monkeypatch.setattr(RunContext, "execute", lambda self, template, *args, **kwargs: None
                         if template == "adaptive_sips_unreduce" else run_execute(self, template, *args, **kwargs))

@@ -193,15 +193,16 @@ def prefix_sizes(delta0: int, a_drop: float, rounds: int) -> list[int]:
 
 
 def heavy_bound(delta0: int, a_drop: float, rounds: int) -> int:
-    """Users with more open pairs than 8 Σ_j p_j (`prefix_sizes`) are cut to their prefixes, at most about an
-    eighth of their pairs: below that the cut's join costs ordinary data more than it saves (any bound gives the
-    same release; it only sets which users' pairs are cut)."""
-    return 8 * sum(limit_for(delta0, float(ndtr(-a_drop)) ** j) for j in range(1, rounds))
+    """Users with more open pairs than 64 Σ_j p_j (`prefix_sizes`; ≈ 54k at Δ0 = 100) are cut to their
+    prefixes, at most about a 64th of their pairs: the cut's join over every pair costs ordinary data more
+    than it saves (measured, benchmarks/RESULTS.md stop 30), so only a really heavy user turns it on (any
+    bound gives the same release; it only sets which users' pairs are cut)."""
+    return 64 * sum(limit_for(delta0, float(ndtr(-a_drop)) ** j) for j in range(1, rounds))
 
 
 def reduced_pairs(engine: DuckDBStages, pairs: Query, state: str, lazy: LazyRounds) -> Query:
     """The pairs rounds ≥ 2 read, for round 2's open pairs [adaptive_sips_prefixes.sql]: every pair of a user
-    with at most about 8 Σ_j p_j open pairs after round 1 (`state`; p_j: `prefix_sizes`; estimated from a
+    with at most about 64 Σ_j p_j open pairs after round 1 (`state`; p_j: `prefix_sizes`; estimated from a
     sixteenth of the pairs), and of a heavier user, stored with their bounds
     in `lazy.heavy` [adaptive_sips_heavy.sql, adaptive_sips_prefix_bound.sql], the union over rounds j ≥ 2 of
     its pairs whose order under j's truncation salt (drawn up front) lies below j's bound b_j, about p_j of

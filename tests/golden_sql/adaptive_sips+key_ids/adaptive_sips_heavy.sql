@@ -1,4 +1,4 @@
--- rendering 1 of 1; binds $heavy=1144, $prefix_0=70, $prefix_1=73
+-- rendering 1 of 1; binds $heavy=9152, $prefix_0=70, $prefix_1=73
 SELECT _dp_user, _dp_n, $prefix_0::DOUBLE / _dp_n * 18446744073709551616.0 AS _dp_b0, $prefix_1::DOUBLE / _dp_n * 18446744073709551616.0 AS _dp_b1
 FROM (SELECT p._dp_user, 16 * count(*) AS _dp_n
       FROM (SELECT * FROM "_duckdp_000000000000_pairs1" WHERE hash(_dp_user, _dp_k0) < 1152921504606846976) AS p

@@ -2,7 +2,7 @@
 CREATE TEMP TABLE "_duckdp_000000000000_pairs0" AS
 SELECT DISTINCT "user_id" AS _dp_user, "item" AS _dp_k0 FROM "memory"."main"."golden_input"
 
--- rendering 2 of 5; binds $heavy=1144, $prefix_0=70, $prefix_1=73
+-- rendering 2 of 5; binds $heavy=9152, $prefix_0=70, $prefix_1=73
 CREATE TEMP TABLE "_duckdp_000000000000_heavy3" AS
 SELECT _dp_user, _dp_n, $prefix_0::DOUBLE / _dp_n * 18446744073709551616.0 AS _dp_b0, $prefix_1::DOUBLE / _dp_n * 18446744073709551616.0 AS _dp_b1
 FROM (SELECT p._dp_user, 16 * count(*) AS _dp_n
