@@ -157,6 +157,7 @@ def _open_rows(monkeypatch) -> list[dict]:
     seen: list[dict] = []
     original = own.reduced_pairs
     monkeypatch.setattr(own, "heavy_bound", lambda *args: HEAVY_BOUND)
+    monkeypatch.setattr(own, "may_be_heavy", lambda *args: True)        # the gate: test_heavy_gate
 
     def spy(engine, pairs, state, lazy):
         query = original(engine, pairs, state, lazy)
@@ -191,6 +192,7 @@ def test_heavy_prefix_run_out_falls_back(con, monkeypatch, sizes, rounds):
     eager = _trace(con, False, 3, 1.0)
     monkeypatch.setattr(own, "prefix_sizes", lambda delta0, a_drop, rounds: sizes)
     monkeypatch.setattr(own, "heavy_bound", lambda *args: HEAVY_BOUND)
+    monkeypatch.setattr(own, "may_be_heavy", lambda *args: True)
     decided: list[int] = []                                 # rounds whose state was made (own.state)
     restored: list[int] = []                                # the round of each fallback
     run_execute, original_state = RunContext.execute, own.state
@@ -216,11 +218,45 @@ def test_heavy_prefix_without_fallback_is_caught(con, monkeypatch):
     eager = _trace(con, False, 3, 1.0)
     monkeypatch.setattr(own, "prefix_sizes", lambda delta0, a_drop, rounds: [3] * (rounds - 1))
     monkeypatch.setattr(own, "heavy_bound", lambda *args: HEAVY_BOUND)
+    monkeypatch.setattr(own, "may_be_heavy", lambda *args: True)
     run_execute = RunContext.execute
     monkeypatch.setattr(RunContext, "execute", lambda self, template, *args, **kwargs: None
                         if template == "adaptive_sips_unreduce" else run_execute(self, template, *args, **kwargs))
     with pytest.raises(AssertionError):
         _same(eager, _trace(con, True, 3, 1.0))
+
+
+@pytest.mark.parametrize("heavy", [0, 400_000])
+def test_heavy_gate(con, monkeypatch, heavy):
+    """Without a user heavier than GATE_FACTOR × heavy_bound pairs, round 2 runs the statements it runs without
+    heavy users (the gate's sample alone: no count of open pairs, no prefixes, the plain check); with one
+    (400k pairs, stored user by user, over 8 × 11,904 at Δ0 = 8) the gate opens and its pairs are cut. Either
+    way the release is the one with the gate shut."""
+    rng = np.random.default_rng(7)
+    users = np.repeat(np.arange(2000), 30)
+    items = rng.integers(0, 5000, users.size)
+    con.register("_src", pa.table({"user_id": np.concatenate([users, np.full(heavy, -1)]),
+                                   "item": np.concatenate([items, np.arange(heavy)])}))
+    con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM _src")
+    con.unregister("_src")
+    templates: list[str] = []
+    original_query = DuckDBStages.query
+
+    def query(self, template, *args, **kwargs):
+        templates.append(template)
+        return original_query(self, template, *args, **kwargs)
+
+    def release() -> list:
+        return duckdp.select(con, "t", algo="adaptive_sips", rho=1.0, delta=1e-5, max_contributions=DELTA0,
+                             seed=4).to_arrow().column("item").to_pylist()
+    with monkeypatch.context() as m:
+        m.setattr(own, "may_be_heavy", lambda *args: False)
+        shut = release()
+    monkeypatch.setattr(DuckDBStages, "query", query)
+    assert release() == shut and shut
+    cut = {"adaptive_sips_heavy", "adaptive_sips_prefixes", "adaptive_sips_unsettled_heavy"}
+    assert cut <= set(templates) if heavy else not cut & set(templates)
+    assert "adaptive_sips_unsettled" not in templates if heavy else "adaptive_sips_unsettled" in templates
 
 
 def _mark_unseeded(monkeypatch):

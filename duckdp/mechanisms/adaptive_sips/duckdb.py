@@ -53,8 +53,8 @@ class LazyRounds:
     salts: list[int]                          # every round's truncation salt, drawn up front (`run`)
     rounds: list[tuple[int, float, str, Rule]] = field(default_factory=list)
     open: tuple[Query, Query] | None = None   # the round before's open pairs and candidates (`remaining`)
-    heavy: Query | None = None                # the heavy users and their prefix bounds (`reduced_pairs`)
-    any_heavy: bool = False                   # some user is heavy (else rounds ≥ 2 run as without them)
+    heavy: Query | None = None                # the heavy users and their prefix bounds (`reduced_pairs`); None:
+                                              # no user is cut, and rounds ≥ 2 run the statements they run without
 
 
 def lazy_rounds(engine: DuckDBStages, params: Params, salts: list[int]) -> LazyRounds | None:
@@ -124,15 +124,14 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
                   "WHERE p._dp_level IS NULL) AS o")
         opened = None
     else:
-        if before is None:     # round 2: the stored pairs, heavy users' cut to later rounds' prefixes
-            read = reduced_pairs(engine, pairs, table, lazy)
-            opened = engine.store(engine.query("adaptive_sips_open", {
-                "pairs": f"({read.sql})", "state": table, "match": ctx.key_match("p", "s"), "exclude": ""},
-                read.params), "open")
-        else:
-            opened = engine.store(engine.query("adaptive_sips_open", {
-                "pairs": engine.table_name(before[0]), "state": table, "match": ctx.key_match("p", "s"),
-                "exclude": " EXCLUDE (_dp_level)"}), "open")
+        # round 2 reads the stored pairs, heavy users' cut to later rounds' prefixes (`reduced_pairs`, none when
+        # no user is heavy: the stored pairs by name, as without heavy users)
+        read = reduced_pairs(engine, pairs, table, lazy) if before is None else before[0]
+        opened = engine.store(engine.query("adaptive_sips_open", {
+            "pairs": engine.table_name(read) if read in (pairs, before[0] if before else None) else f"({read.sql})",
+            "state": table,
+            "match": ctx.key_match("p", "s"), "exclude": "" if before is None else " EXCLUDE (_dp_level)"},
+            read.params), "open")
         if before is not None:        # the round before's open pairs and candidates, in one statement
             ctx.drop(*(engine.table_name(frame) for frame in before))
         source = engine.table_name(opened)
@@ -149,8 +148,7 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         lazy.open = (opened, candidates)
     name = engine.table_name(candidates)
     noise_late(engine, name, table, lazy)
-    assert lazy.heavy is not None                     # made by round 2's `reduced_pairs`
-    heavy = engine.table_name(lazy.heavy)
+
     def kept(of: Callable[[str], str]) -> Query:       # R'_u, over the tables `of` maps (the heavy users' rows)
         if opened is None:            # the last round: the round before's open pairs in play now
             return engine.query("adaptive_sips_remaining", {"pairs": of(prior), "exclude": " EXCLUDE (_dp_level)",
@@ -158,20 +156,25 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         return engine.query("adaptive_sips_remaining_open", {"open": of(source), "candidates": of(name),
                                                              "state": table, "match": ctx.key_match("c", "s")})
     result = kept(lambda t: t)
-    unsettled = engine.query("adaptive_sips_unsettled", {
-        "candidates": name, "state": table, "match": ctx.key_match("c", "s"), "heavy": heavy,
-        "bound": f"_dp_b{len(lazy.rounds) - 1}", "order": truncation.sql,
-        "kept": kept(lambda t: f"(SELECT * FROM {t} SEMI JOIN {heavy} USING (_dp_user))" if lazy.any_heavy
-                     else f"(SELECT * FROM {t} LIMIT 0)").sql},
-        {"max_contributions": delta0} | order)
+    heavy = None if lazy.heavy is None else engine.table_name(lazy.heavy)
+    if heavy is None:                 # no heavy user: the check as without them
+        unsettled = engine.query("adaptive_sips_unsettled", {"candidates": name, "state": table,
+                                                             "match": ctx.key_match("c", "s")},
+                                 {"max_contributions": delta0})
+    else:
+        unsettled = engine.query("adaptive_sips_unsettled_heavy", {
+            "candidates": name, "state": table, "match": ctx.key_match("c", "s"), "heavy": heavy,
+            "bound": f"_dp_b{len(lazy.rounds) - 1}", "order": truncation.sql,
+            "kept": kept(lambda t: f"(SELECT * FROM {t} SEMI JOIN {heavy} USING (_dp_user))").sql},
+            {"max_contributions": delta0} | order)
     (count,), = ctx.con.execute(f"SELECT count(*) FROM ({unsettled.sql})", unsettled.params).fetchall()
     if count:            # rare: their R̃_u may lie past the cut: all of theirs (stored before `name` grows)
         stored = engine.store(unsettled, "unsettled")
-        # heavy users among them get back the pairs their prefixes left out (as not noised before)
-        ctx.execute("adaptive_sips_unreduce", {"open": prior if opened is None else engine.table_name(opened),
-                                               "pairs": engine.table_name(pairs), "heavy": heavy,
-                                               "unsettled": engine.table_name(stored),
-                                               "match": ctx.key_match("p", "o")}, {})
+        if heavy is not None:         # heavy users among them get back the pairs their prefixes left out
+            ctx.execute("adaptive_sips_unreduce", {"open": prior if opened is None else engine.table_name(opened),
+                                                   "pairs": engine.table_name(pairs), "heavy": heavy,
+                                                   "unsettled": engine.table_name(stored),
+                                                   "match": ctx.key_match("p", "o")}, {})
         every = engine.query("adaptive_sips_unnoised_pairs", idents | {
             "users": f" WHERE _dp_user IN (SELECT _dp_user FROM {engine.table_name(stored)})"}, order)
         ctx.con.execute(f"INSERT INTO {name} BY NAME SELECT e.* FROM ({every.sql}) AS e ANTI JOIN {name} AS c "
@@ -181,7 +184,7 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     if opened is None:
         # this round's candidates were read only by noise_late and the check above (their keys are in `state`
         # now), the round before's by nothing: both go in one statement (R'_u reads the round before's open pairs)
-        ctx.drop(stale, name, heavy)
+        ctx.drop(stale, name, *([] if heavy is None else [heavy]))
     return result
 
 
@@ -209,6 +212,9 @@ def reduced_pairs(engine: DuckDBStages, pairs: Query, state: str, lazy: LazyRoun
     them: Q_j. One pass over the pairs, so a user with millions of keys costs rounds ≥ 2 about Σ_j p_j rows.
     `remaining` shows R'_u still holds every pair of R_u before u's cut (the cut ≤ b_j for a heavy user)."""
     settings = (lazy.params.delta0, lazy.params["a_drop"], lazy.params["iterations"])
+    name = engine.table_name(pairs)
+    if not may_be_heavy(engine, name, heavy_bound(*settings)):
+        return pairs                  # no user cut: round 2 reads the stored pairs by name, as without heavy users
     sizes = prefix_sizes(*settings)
     bounds: list[str] = []
     prefixes: list[str] = []
@@ -221,16 +227,33 @@ def reduced_pairs(engine: DuckDBStages, pairs: Query, state: str, lazy: LazyRoun
         prefixes.append(f"({order.sql})::DOUBLE < h._dp_b{i}")
         bound_params |= bound.params
         order_params |= order.params
-    name = engine.table_name(pairs)
     lazy.heavy = engine.store(engine.query("adaptive_sips_heavy", {"pairs": name, "bounds": "".join(bounds),
                                                                    "keys": engine.ctx.key_aliases, "state": state,
                                                                    "match": engine.ctx.key_match("p", "s")},
                                            bound_params | {"heavy": heavy_bound(*settings)}), "heavy")
-    lazy.any_heavy = engine.ctx.scalar(f"SELECT count(*) FROM {engine.table_name(lazy.heavy)}") > 0
-    if not lazy.any_heavy:            # nobody to cut: the stored pairs as they are, no join
+    if not engine.ctx.scalar(f"SELECT count(*) FROM {engine.table_name(lazy.heavy)}"):
+        engine.drop(lazy.heavy)       # nobody to cut: the stored pairs as they are, no join, checks as without
+        lazy.heavy = None
         return pairs
     return engine.query("adaptive_sips_prefixes", {"pairs": name, "heavy": engine.table_name(lazy.heavy),
                                                     "prefixes": " OR ".join(prefixes)}, order_params)
+
+
+GATE_FACTOR = 8      # `may_be_heavy` looks for users with more than GATE_FACTOR × heavy_bound pairs (by a sample)
+
+
+def may_be_heavy(engine: DuckDBStages, pairs: str, bound: int) -> bool:
+    """Whether round 2 looks for heavy users at all [adaptive_sips_heavy_gate.sql]: some user's pairs in a 1/32
+    system sample of the stored pairs (whole vectors: it reads about a 32nd of them, a few ms at 10M pairs,
+    where counting open pairs, adaptive_sips_heavy.sql, reads and hashes every pair), times 32, exceed
+    GATE_FACTOR × `bound`. Where pairs are stored user by user a sampled vector can hold 2048 pairs of one
+    ordinary user: the factor asks for more than GATE_FACTOR × bound / 32 sampled pairs (≈ 13.6k at Δ0 = 100),
+    so only a user with at least that many pairs can turn it on, and one with millions spans thousands of
+    vectors and does (unless the sample misses nearly all of them). A heavy user it misses keeps all its
+    pairs (the path without heavy users), so the answer sets only which statements run and their cost, never
+    the release (`remaining`)."""
+    (count,), = engine.ctx.fetch("adaptive_sips_heavy_gate", {"pairs": pairs}, {"gate": GATE_FACTOR * bound})
+    return bool(count)
 
 
 def _numbered(query: Query, i: int) -> Query:

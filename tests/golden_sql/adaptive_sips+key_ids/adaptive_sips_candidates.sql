@@ -1,7 +1,7 @@
 -- rendering 1 of 2; binds $candidates=70, $trunc_salt=4495534904771661033
 WITH unnoised AS (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
-FROM (SELECT * EXCLUDE (_dp_level) FROM "_duckdp_000000000000_open5" WHERE _dp_level IS NULL) AS unnoised
+FROM (SELECT * EXCLUDE (_dp_level) FROM "_duckdp_000000000000_open4" WHERE _dp_level IS NULL) AS unnoised
 ), sizes AS (        -- each user's count of pairs not noised yet, and the first of them
   SELECT _dp_user, count(*) AS _dp_size, min(_dp_order) AS _dp_first FROM unnoised GROUP BY _dp_user
 )
@@ -12,7 +12,7 @@ WHERE s._dp_size <= $candidates OR u._dp_order = s._dp_first
 -- rendering 2 of 2; binds $candidates=73, $trunc_salt=4427371557954821508
 WITH unnoised AS (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
-FROM (SELECT * EXCLUDE (_dp_level) FROM (SELECT p.* FROM "_duckdp_000000000000_open5" AS p ANTI JOIN "_duckdp_000000000000_state8" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE p._dp_level IS NULL) AS o WHERE _dp_level IS NULL) AS unnoised
+FROM (SELECT * EXCLUDE (_dp_level) FROM (SELECT p.* FROM "_duckdp_000000000000_open4" AS p ANTI JOIN "_duckdp_000000000000_state7" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE p._dp_level IS NULL) AS o WHERE _dp_level IS NULL) AS unnoised
 ), sizes AS (        -- each user's count of pairs not noised yet, and the first of them
   SELECT _dp_user, count(*) AS _dp_size, min(_dp_order) AS _dp_first FROM unnoised GROUP BY _dp_user
 )

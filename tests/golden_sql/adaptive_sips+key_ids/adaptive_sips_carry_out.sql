@@ -1,2 +1,2 @@
 -- rendering 1 of 1; binds none
-CREATE TEMP TABLE "_duckdp_000000000000_state8" AS SELECT _dp_k0, _dp_level, _dp_round FROM "_duckdp_000000000000_state2" WHERE _dp_level = 0
+CREATE TEMP TABLE "_duckdp_000000000000_state7" AS SELECT _dp_k0, _dp_level, _dp_round FROM "_duckdp_000000000000_state2" WHERE _dp_level = 0

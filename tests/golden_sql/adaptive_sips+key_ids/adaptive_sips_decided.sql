@@ -3,5 +3,5 @@ INSERT INTO "_duckdp_000000000000_state2" BY NAME
 SELECT _dp_k0, _dp_level, CASE WHEN _dp_released THEN $round::INTEGER END AS _dp_round FROM "_duckdp_000000000000_decided3"
 
 -- rendering 2 of 2; binds $round=1
-INSERT INTO "_duckdp_000000000000_state8" BY NAME
-SELECT _dp_k0, _dp_level, CASE WHEN _dp_released THEN $round::INTEGER END AS _dp_round FROM "_duckdp_000000000000_decided9"
+INSERT INTO "_duckdp_000000000000_state7" BY NAME
+SELECT _dp_k0, _dp_level, CASE WHEN _dp_released THEN $round::INTEGER END AS _dp_round FROM "_duckdp_000000000000_decided8"

@@ -1,2 +1,2 @@
 -- rendering 1 of 1; binds none
-SELECT _dp_k0 FROM "_duckdp_000000000000_state8" WHERE _dp_round IS NOT NULL
+SELECT _dp_k0 FROM "_duckdp_000000000000_state7" WHERE _dp_round IS NOT NULL

@@ -1,11 +1,5 @@
--- rendering 1 of 2; binds none
-SELECT * FROM "_duckdp_000000000000_open5" WHERE _dp_level > 0
+-- rendering 1 of 1; binds none
+SELECT * FROM "_duckdp_000000000000_open4" WHERE _dp_level > 0
 UNION ALL
-SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM "_duckdp_000000000000_candidates6" AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
-WHERE s._dp_level > 0
-
--- rendering 2 of 2; binds none
-SELECT * FROM (SELECT * FROM "_duckdp_000000000000_open5" LIMIT 0) WHERE _dp_level > 0
-UNION ALL
-SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM (SELECT * FROM "_duckdp_000000000000_candidates6" LIMIT 0) AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM "_duckdp_000000000000_candidates5" AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
 WHERE s._dp_level > 0

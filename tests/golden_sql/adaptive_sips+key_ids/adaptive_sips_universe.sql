@@ -6,9 +6,9 @@ WITH in_play AS (    -- the keys of ∪_u R_u, once (adaptive_sips_in_play_first
   WITH kept AS (       -- R̃_u with each key's level and d (stage_truncate.sql)
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
-  SELECT * FROM "_duckdp_000000000000_open5" WHERE _dp_level > 0
+  SELECT * FROM "_duckdp_000000000000_open4" WHERE _dp_level > 0
 UNION ALL
-SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM "_duckdp_000000000000_candidates6" AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM "_duckdp_000000000000_candidates5" AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
 WHERE s._dp_level > 0
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user

@@ -1,7 +1,7 @@
 -- rendering 1 of 2; binds none
 SELECT DISTINCT _dp_k0, 0::UBIGINT AS _dp_chi, _dp_k0::UBIGINT AS _dp_clo
-FROM (SELECT c.* FROM "_duckdp_000000000000_candidates6" AS c ANTI JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised
+FROM (SELECT c.* FROM "_duckdp_000000000000_candidates5" AS c ANTI JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised
 
 -- rendering 2 of 2; binds none
 SELECT DISTINCT _dp_k0, 0::UBIGINT AS _dp_chi, _dp_k0::UBIGINT AS _dp_clo
-FROM (SELECT c.* FROM "_duckdp_000000000000_candidates10" AS c ANTI JOIN "_duckdp_000000000000_state8" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised
+FROM (SELECT c.* FROM "_duckdp_000000000000_candidates9" AS c ANTI JOIN "_duckdp_000000000000_state7" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised

@@ -1,4 +1,4 @@
 -- rendering 1 of 1; binds none
-SELECT _dp_k0 AS "item" FROM temp.main."_duckdp_000000000000_key_ids0" WHERE _dp_id IN (SELECT _dp_k0 FROM ((SELECT _dp_k0 FROM "_duckdp_000000000000_state8" WHERE _dp_round IS NOT NULL)
+SELECT _dp_k0 AS "item" FROM temp.main."_duckdp_000000000000_key_ids0" WHERE _dp_id IN (SELECT _dp_k0 FROM ((SELECT _dp_k0 FROM "_duckdp_000000000000_state7" WHERE _dp_round IS NOT NULL)
 UNION ALL
-(SELECT * FROM "_duckdp_000000000000_selected11"))) ORDER BY ALL
+(SELECT * FROM "_duckdp_000000000000_selected10"))) ORDER BY ALL

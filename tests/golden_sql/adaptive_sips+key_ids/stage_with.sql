@@ -15,9 +15,9 @@ QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_
 -- rendering 2 of 3; binds $max_contributions=2, $trunc_salt=4495534904771661033
 WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
-  SELECT * FROM "_duckdp_000000000000_open5" WHERE _dp_level > 0
+  SELECT * FROM "_duckdp_000000000000_open4" WHERE _dp_level > 0
 UNION ALL
-SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM "_duckdp_000000000000_candidates6" AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+SELECT c.* EXCLUDE (_dp_order, _dp_cut), s._dp_level FROM "_duckdp_000000000000_candidates5" AS c JOIN "_duckdp_000000000000_state2" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
 WHERE s._dp_level > 0
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
@@ -32,7 +32,7 @@ QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_
 -- rendering 3 of 3; binds $max_contributions=2, $trunc_salt=4427371557954821508
 WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
-  SELECT p.* EXCLUDE (_dp_level), s._dp_level FROM "_duckdp_000000000000_open5" AS p JOIN "_duckdp_000000000000_state8" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE s._dp_level > 0
+  SELECT p.* EXCLUDE (_dp_level), s._dp_level FROM "_duckdp_000000000000_open4" AS p JOIN "_duckdp_000000000000_state7" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE s._dp_level > 0
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )

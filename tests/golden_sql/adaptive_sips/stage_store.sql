@@ -1,26 +1,17 @@
--- rendering 1 of 5; binds none
+-- rendering 1 of 4; binds none
 CREATE TEMP TABLE "_duckdp_000000000000_pairs0" AS
 SELECT DISTINCT "user_id" AS _dp_user, "item" AS _dp_k0 FROM "memory"."main"."golden_input"
 
--- rendering 2 of 5; binds $heavy=9152, $prefix_0=70, $prefix_1=73
-CREATE TEMP TABLE "_duckdp_000000000000_heavy3" AS
-SELECT _dp_user, _dp_n, $prefix_0::DOUBLE / _dp_n * 18446744073709551616.0 AS _dp_b0, $prefix_1::DOUBLE / _dp_n * 18446744073709551616.0 AS _dp_b1
-FROM (SELECT p._dp_user, 16 * count(*) AS _dp_n
-      FROM (SELECT * FROM "_duckdp_000000000000_pairs0" WHERE hash(_dp_user, _dp_k0) < 1152921504606846976) AS p
-      LEFT JOIN "_duckdp_000000000000_state1" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0
-      WHERE s._dp_level IS NULL OR s._dp_level > 0
-      GROUP BY p._dp_user HAVING 16 * count(*) > $heavy) AS n
-
--- rendering 3 of 5; binds none
-CREATE TEMP TABLE "_duckdp_000000000000_open4" AS
-SELECT p.*, s._dp_level FROM (SELECT * FROM "_duckdp_000000000000_pairs0") AS p LEFT JOIN "_duckdp_000000000000_state1" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+-- rendering 2 of 4; binds none
+CREATE TEMP TABLE "_duckdp_000000000000_open3" AS
+SELECT p.*, s._dp_level FROM "_duckdp_000000000000_pairs0" AS p LEFT JOIN "_duckdp_000000000000_state1" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0
 WHERE s._dp_level IS NULL OR s._dp_level > 0
 
--- rendering 4 of 5; binds $candidates=70, $trunc_salt=4495534904771661033
-CREATE TEMP TABLE "_duckdp_000000000000_candidates5" AS
+-- rendering 3 of 4; binds $candidates=70, $trunc_salt=4495534904771661033
+CREATE TEMP TABLE "_duckdp_000000000000_candidates4" AS
 WITH unnoised AS (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
-FROM (SELECT * EXCLUDE (_dp_level) FROM "_duckdp_000000000000_open4" WHERE _dp_level IS NULL) AS unnoised
+FROM (SELECT * EXCLUDE (_dp_level) FROM "_duckdp_000000000000_open3" WHERE _dp_level IS NULL) AS unnoised
 ), sizes AS (        -- each user's count of pairs not noised yet, and the first of them
   SELECT _dp_user, count(*) AS _dp_size, min(_dp_order) AS _dp_first FROM unnoised GROUP BY _dp_user
 )
@@ -28,11 +19,11 @@ SELECT u.*, s._dp_size > $candidates AS _dp_cut FROM unnoised AS u JOIN sizes AS
 WHERE s._dp_size <= $candidates OR u._dp_order = s._dp_first
    OR u._dp_order::DOUBLE < $candidates::DOUBLE / s._dp_size * 18446744073709551616.0
 
--- rendering 5 of 5; binds $candidates=73, $trunc_salt=4427371557954821508
-CREATE TEMP TABLE "_duckdp_000000000000_candidates8" AS
+-- rendering 4 of 4; binds $candidates=73, $trunc_salt=4427371557954821508
+CREATE TEMP TABLE "_duckdp_000000000000_candidates7" AS
 WITH unnoised AS (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
-FROM (SELECT * EXCLUDE (_dp_level) FROM (SELECT p.* FROM "_duckdp_000000000000_open4" AS p ANTI JOIN "_duckdp_000000000000_state6" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE p._dp_level IS NULL) AS o WHERE _dp_level IS NULL) AS unnoised
+FROM (SELECT * EXCLUDE (_dp_level) FROM (SELECT p.* FROM "_duckdp_000000000000_open3" AS p ANTI JOIN "_duckdp_000000000000_state5" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0 WHERE p._dp_level IS NULL) AS o WHERE _dp_level IS NULL) AS unnoised
 ), sizes AS (        -- each user's count of pairs not noised yet, and the first of them
   SELECT _dp_user, count(*) AS _dp_size, min(_dp_order) AS _dp_first FROM unnoised GROUP BY _dp_user
 )
