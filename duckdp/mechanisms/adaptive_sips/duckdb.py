@@ -18,7 +18,8 @@ to round in one stored table with each key's level, so a round joins the state o
 still open, where it joined every pair twice (for the candidates and for R_u), and R_u's pairs not
 noised before the round come from the candidates alone (a heavy user's millions of open pairs are
 not joined again); the last round carries nothing on, so it reads the round before's open pairs.
-Round 2's open pairs hold of each heavy user (more pairs than `heavy_bound`) only the pairs in some later
+Round 2's open pairs hold of each heavy user (more pairs than `heavy_bound`, looked for only when a 1/32 sample
+of the pairs shows a user with 8× that many: `may_be_heavy`) only the pairs in some later
 round's prefix of its truncation order (every round's salt is drawn up front), read in one pass
 (`reduced_pairs`): a user with millions of keys costs rounds ≥ 2 about a thousand rows; a check per round
 and a fallback that restores the user's pairs keep R'_u's claim below (`remaining`).
@@ -105,7 +106,10 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
     out already have a state row, which the second pass's late noise skips and R'_u's join reads), u stops
     being heavy, and the second pass makes all of u's pairs not noised yet candidates: R'_u = R_u. Each
     round's bounds and orders are fixed functions of u's own pairs and the salts, so R̃_u still depends on
-    S_u, the state and u's coins alone (privacy argument 1 in the package docstring)."""
+    S_u, the state and u's coins alone (privacy argument 1 in the package docstring). Whether the heavy path
+    runs at all (`may_be_heavy`: a sample of every user's pairs) changes nothing of this: a user not heavy has
+    R'_u as argued first, a heavy one as just argued, so R̃_u is the truncation of R_u either way; the gate
+    sets only which statements run."""
     if state is None:
         return engine.query("adaptive_sips_first", {"pairs": engine.table_name(pairs)})
     ctx = engine.ctx
@@ -199,7 +203,8 @@ def heavy_bound(delta0: int, a_drop: float, rounds: int) -> int:
     """Users with more open pairs than 64 Σ_j p_j (`prefix_sizes`; ≈ 54k at Δ0 = 100) are cut to their
     prefixes, at most about a 64th of their pairs: the cut's join over every pair costs ordinary data more
     than it saves (measured, benchmarks/RESULTS.md stop 30), so only a really heavy user turns it on (any
-    bound gives the same release; it only sets which users' pairs are cut)."""
+    bound gives the same release; it only sets which users' pairs are cut). Counted only past `may_be_heavy`'s
+    gate (stop 31: data with no such user runs no statement of the heavy path but the gate's sample)."""
     return 64 * sum(limit_for(delta0, float(ndtr(-a_drop)) ** j) for j in range(1, rounds))
 
 
@@ -210,7 +215,10 @@ def reduced_pairs(engine: DuckDBStages, pairs: Query, state: str, lazy: LazyRoun
     in `lazy.heavy` [adaptive_sips_heavy.sql, adaptive_sips_prefix_bound.sql], the union over rounds j ≥ 2 of
     its pairs whose order under j's truncation salt (drawn up front) lies below j's bound b_j, about p_j of
     them: Q_j. One pass over the pairs, so a user with millions of keys costs rounds ≥ 2 about Σ_j p_j rows.
-    `remaining` shows R'_u still holds every pair of R_u before u's cut (the cut ≤ b_j for a heavy user)."""
+    `remaining` shows R'_u still holds every pair of R_u before u's cut (the cut ≤ b_j for a heavy user).
+    Only where `may_be_heavy` finds a user with over 8× the bound's pairs (by a sample) are open pairs counted;
+    else, and where no user turns out heavy, `lazy.heavy` stays None and every round runs the statements it
+    runs without heavy users (the stored pairs by name, adaptive_sips_unsettled.sql)."""
     settings = (lazy.params.delta0, lazy.params["a_drop"], lazy.params["iterations"])
     name = engine.table_name(pairs)
     if not may_be_heavy(engine, name, heavy_bound(*settings)):
