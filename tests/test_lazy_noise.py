@@ -23,6 +23,7 @@ import duckdp
 from duckdp.mechanisms.adaptive_sips import duckdb as own
 from duckdp.mechanisms.mad import duckdb as mad
 from duckdp.rng import Randomness
+from duckdp.run import RunContext
 from duckdp.stages import Query
 from duckdp.stages.duckdb import DuckDBStages
 
@@ -86,7 +87,7 @@ def _trace(con: duckdb.DuckDBPyConnection, lazy: bool, seed: int, rho: float, tr
     patches = [mock.patch.object(DuckDBStages, "decide_into", decide_into),
                mock.patch.object(DuckDBStages, "release", release)]
     if not lazy:
-        patches.append(mock.patch.object(own, "lazy_rounds", lambda engine, params: None))
+        patches.append(mock.patch.object(own, "lazy_rounds", lambda engine, params, salts: None))
     for p in patches:
         p.start()
     try:
@@ -145,6 +146,117 @@ def test_first_pair_is_always_a_candidate(con, monkeypatch):
     eager = _trace(con, False, 4, 1.0)
     monkeypatch.setattr(own, "candidate_limit", lambda *args: 0)
     _same(eager, _trace(con, True, 4, 1.0))
+
+
+HEAVY_BOUND = 1500          # own.heavy_bound for these tests: user −1 (3,000 keys) heavy, user −2 (1,000) not
+
+
+def _open_rows(monkeypatch) -> list[dict]:
+    """Spy on round 2's reduction: per release, the heavy users (user → pair count is not stored, so their
+    ids) and the open pairs of each user stored in round 2."""
+    seen: list[dict] = []
+    original = own.reduced_pairs
+    monkeypatch.setattr(own, "heavy_bound", lambda *args: HEAVY_BOUND)
+    monkeypatch.setattr(own, "may_be_heavy", lambda *args: True)        # the gate: test_heavy_gate
+
+    def spy(engine, pairs, state, lazy):
+        query = original(engine, pairs, state, lazy)
+        rows = engine.ctx.con.sql(f"SELECT _dp_user, count(*) FROM ({query.sql}) GROUP BY ALL",
+                                  params=query.params).fetchall()
+        heavy = engine.ctx.con.sql(f"SELECT _dp_user FROM {engine.table_name(lazy.heavy)}").fetchall()
+        seen.append({"open": dict(rows), "heavy": sorted(u for (u,) in heavy)})
+        return query
+    monkeypatch.setattr(own, "reduced_pairs", spy)
+    return seen
+
+
+def test_heavy_users_read_only_their_prefixes(con, monkeypatch):
+    """Round 2 keeps of each heavy user (more open pairs than 8 Σ_j p_j) only the pairs in a later round's
+    prefix, about Σ_j p_j of them, and every pair of the others; the release is still the eager one."""
+    _table(con, string_keys=False)
+    eager = _trace(con, False, 2, 4.0)
+    seen = _open_rows(monkeypatch)
+    _same(eager, _trace(con, True, 2, 4.0))
+    (round2,) = seen
+    assert round2["heavy"] == [-1]
+    assert round2["open"][-1] < HEAVY_BOUND // 4 and round2["open"][-2] == HEAVY_KEYS // 3
+    assert max(n for u, n in round2["open"].items() if u >= 0) <= 12
+
+
+@pytest.mark.parametrize("sizes,rounds", [([0, 0], [2]), ([3, 3], [2]), ([200, 0], [3]), ([200, 3], [3])])
+def test_heavy_prefix_run_out_falls_back(con, monkeypatch, sizes, rounds):
+    """Prefixes too short to hold Δ0 pairs in play (p_j = 0: no pair kept, no candidate; 3 < Δ0 = 8), in
+    round 2 or only in the last round (round 2's prefix long enough): the heavy users get every pair back
+    (the fallback, in the round named) and the release is the eager one."""
+    _table(con, string_keys=False)
+    eager = _trace(con, False, 3, 1.0)
+    monkeypatch.setattr(own, "prefix_sizes", lambda delta0, a_drop, rounds: sizes)
+    monkeypatch.setattr(own, "heavy_bound", lambda *args: HEAVY_BOUND)
+    monkeypatch.setattr(own, "may_be_heavy", lambda *args: True)
+    decided: list[int] = []                                 # rounds whose state was made (own.state)
+    restored: list[int] = []                                # the round of each fallback
+    run_execute, original_state = RunContext.execute, own.state
+
+    def counting(self, template, idents, params):
+        if template == "adaptive_sips_unreduce":
+            restored.append(1 + len(decided))
+        return run_execute(self, template, idents, params)
+
+    def state(*args, **kwargs):
+        decided.append(1)
+        return original_state(*args, **kwargs)
+    monkeypatch.setattr(own, "state", state)
+    monkeypatch.setattr(RunContext, "execute", counting)
+    _same(eager, _trace(con, True, 3, 1.0))
+    assert sorted(set(restored)) == rounds                 # the fallback ran, in that round
+
+
+def test_heavy_prefix_without_fallback_is_caught(con, monkeypatch):
+    """The check has power: with prefixes that run out and the fallback skipped (heavy users not restored)
+    the release is not the eager one."""
+    _table(con, string_keys=False)
+    eager = _trace(con, False, 3, 1.0)
+    monkeypatch.setattr(own, "prefix_sizes", lambda delta0, a_drop, rounds: [3] * (rounds - 1))
+    monkeypatch.setattr(own, "heavy_bound", lambda *args: HEAVY_BOUND)
+    monkeypatch.setattr(own, "may_be_heavy", lambda *args: True)
+    run_execute = RunContext.execute
+    monkeypatch.setattr(RunContext, "execute", lambda self, template, *args, **kwargs: None
+                        if template == "adaptive_sips_unreduce" else run_execute(self, template, *args, **kwargs))
+    with pytest.raises(AssertionError):
+        _same(eager, _trace(con, True, 3, 1.0))
+
+
+@pytest.mark.parametrize("heavy", [0, 400_000])
+def test_heavy_gate(con, monkeypatch, heavy):
+    """Without a user heavier than GATE_FACTOR × heavy_bound pairs, round 2 runs the statements it runs without
+    heavy users (the gate's sample alone: no count of open pairs, no prefixes, the plain check); with one
+    (400k pairs, stored user by user, over 8 × 11,904 at Δ0 = 8) the gate opens and its pairs are cut. Either
+    way the release is the one with the gate shut."""
+    rng = np.random.default_rng(7)
+    users = np.repeat(np.arange(2000), 30)
+    items = rng.integers(0, 5000, users.size)
+    con.register("_src", pa.table({"user_id": np.concatenate([users, np.full(heavy, -1)]),
+                                   "item": np.concatenate([items, np.arange(heavy)])}))
+    con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM _src")
+    con.unregister("_src")
+    templates: list[str] = []
+    original_query = DuckDBStages.query
+
+    def query(self, template, *args, **kwargs):
+        templates.append(template)
+        return original_query(self, template, *args, **kwargs)
+
+    def release() -> list:
+        return duckdp.select(con, "t", algo="adaptive_sips", rho=1.0, delta=1e-5, max_contributions=DELTA0,
+                             seed=4).to_arrow().column("item").to_pylist()
+    with monkeypatch.context() as m:
+        m.setattr(own, "may_be_heavy", lambda *args: False)
+        shut = release()
+    monkeypatch.setattr(DuckDBStages, "query", query)
+    assert release() == shut and shut
+    cut = {"adaptive_sips_heavy", "adaptive_sips_prefixes", "adaptive_sips_unsettled_heavy"}
+    assert cut <= set(templates) if heavy else not cut & set(templates)
+    assert "adaptive_sips_unsettled" not in templates if heavy else "adaptive_sips_unsettled" in templates
 
 
 def _mark_unseeded(monkeypatch):

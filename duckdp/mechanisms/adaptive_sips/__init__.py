@@ -179,10 +179,14 @@ class AdaptiveSIPS(Mechanism):
         max_contributions = params.delta0
         own = self.own_stages(stages)
         pairs = stages.store(stages.round_pairs(), "pairs")       # distinct pairs, read from the input once
-        lazy = own.lazy_rounds(stages, params)     # noise of keys no user kept drawn when needed (engines may)
+        # every round's truncation salt, drawn up front in round order: only this loop draws salts in a run
+        # (truncate takes them as given), so they are the values drawn round by round before; `remaining`
+        # orders by its round's salt, and lazy noise's round 2 by every later round's too
+        salts = [stages.randomness.salt() for _ in plan]
+        lazy = own.lazy_rounds(stages, params, salts)  # noise of keys no user kept drawn when needed (engines may)
         state, rounds = None, []
         for j, round_plan in enumerate(plan[:-1]):
-            salt = stages.randomness.salt()          # this round's truncation: `remaining` may order by it
+            salt = salts[j]
             remaining = own.remaining(stages, pairs, state, salt, lazy)
             vectors = round_vectors(stages, own, remaining, round_plan, max_contributions, salt, state is None)
             new, released = own.state(stages, remaining, vectors, state, round_plan, params, j, lazy)
@@ -190,7 +194,7 @@ class AdaptiveSIPS(Mechanism):
                 stages.drop(state)
             state = new
             rounds.append(Round.from_plan(j, round_plan, released))
-        salt = stages.randomness.salt()
+        salt = salts[-1]
         remaining = own.remaining(stages, pairs, state, salt, lazy)
         last = stages.release(own.weights(stages, round_vectors(stages, own, remaining, plan[-1], max_contributions,
                                                                 salt, state is None)), plan[-1])

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def lazy_rounds(engine: SparkStages, params: Params) -> None:
+def lazy_rounds(engine: SparkStages, params: Params, salts: list[int]) -> None:
     """None: Spark draws every round's noise on every key of ∪R_u (the DuckDB stages may draw it lazily)."""
     return None
 
