@@ -6,8 +6,8 @@
 -- kept set S only, so keys the truncation dropped play no part; a user is biased when any of its rows is),
 -- and the biased users' rows are recomputed by mad2r_biased.sql, which sets `_dp_biased` on every row of
 -- theirs. No join here: the biases are a function of the key, joined to the few kept pairs that have one
--- after the truncation, whose per-user top-Δ0 then carries no bias column. Also Spark SQL
--- (duckdp/mechanisms/mad/spark.py runs it on Spark).
+-- after the truncation, whose per-user top-Δ0 then carries no bias column. DuckDB only: Spark computes
+-- these rows with the biases in place in one statement (mad2r_vectors_biased.sql).
 -- idents: kept, keys
 -- params:
 WITH kept AS (       -- kept round-2 pairs with d
