@@ -181,6 +181,25 @@ class TestMechanismStages(_SparkAdapter):
             assert all({flag for _, flag in v} == {any(b for b, _ in v)} for v in kept.values())
             assert 0 < sum(any(b for b, _ in v) for v in kept.values()) < 30
 
+    def test_mad2r_vectors_store_two_frames(self):
+        """Spark's round-2 vectors persist two frames: the vectors with the kept pairs' biases in place, in one
+        statement (mad2r_vectors_biased.sql), and the water-filled result. The re-landed mad2r3 path stored a
+        third (the unbiased vectors) and put the biases in place by an anti-join + union: the whole Spark suite
+        in one process hung or ran out of broadcast memory at test_mechanism_run[mad2r-VARCHAR] (RESULTS.md)."""
+        table = pa.table({"user_id": pa.array([u for u, ks in self._USERS.items() for _ in ks], pa.int64()),
+                          "item": [k for ks in self._USERS.values() for k in ks]})
+        status = pa.table({"_dp_k0": list(self._BETAS), "_dp_released": [False] * len(self._BETAS),
+                           "_dp_round2": [True] * len(self._BETAS), "_dp_beta": list(self._BETAS.values())})
+        with self.open_stages(table, SEED) as stages:
+            pairs = stages.store(stages.sized(stages.pairs()), "p")
+            screen = stages.store(self.frame(stages, status), "status")
+            stored = []
+            store = stages.store
+            stages.store = lambda frame, name="": stored.append(frame) or store(frame, name)  # type: ignore[method-assign]
+            out = mechanisms.get("mad2r").own_stages(stages).mad2r_vectors(stages, pairs, screen, 10, 0.5, 1.2,
+                                                                           stages.randomness.salt())
+            assert len(stored) == 2 and out.where("_dp_biased").count() > 0
+
     @pytest.mark.parametrize("key_type", ["BIGINT", "VARCHAR"])
     def test_adaptive_sips_stages(self, key_type):
         """Two rounds of adaptive SIPS's own stages: R_u (every pair at level 1, then the keys in play at

@@ -458,11 +458,13 @@ def test_mad2r_breaks_are_caught(con, monkeypatch, break_, seed, params):
         def flag_everything(self, template, idents, params=None):
             if template == "mad2r_remaining":      # the old flag: any remaining pair with b < 1, before truncation
                 q = original_query(self, template, idents, params)
-                return Query(f"SELECT *, bool_or(_dp_b < 1) OVER (PARTITION BY _dp_user) AS _dp_all FROM ({q.sql})",
-                             q.params)
-            if template == "mad2r_vectors":        # the flag over the kept pairs (the last one) → the old one
+                keys, status = idents["keys"], idents["status"]
+                return Query(f"SELECT r.*, bool_or(coalesce(s._dp_beta, 1.0) < 1) OVER (PARTITION BY _dp_user) "
+                             f"AS _dp_all FROM ({q.sql}) AS r LEFT JOIN (SELECT {keys}, _dp_beta FROM {status} "
+                             f"WHERE _dp_round2 IS NOT false) AS s USING ({keys})", q.params)
+            if template == "mad2r_vectors":        # the flag over the kept pairs (set after it) → the old one
                 q = original_query(self, template, idents, params)
-                head, _, tail = q.sql.rpartition("_dp_b < 1 AS _dp_biased")
+                head, _, tail = q.sql.rpartition("false AS _dp_biased")
                 return Query(head + "_dp_all AS _dp_biased" + tail, q.params)
             return original_query(self, template, idents, params)
         monkeypatch.setattr(DuckDBStages, "query", flag_everything)

@@ -16,8 +16,9 @@ Cor. 3.3, adaptive); thresholds at αδ/2 and (1−α)δ/2. zCDP: (αρ, αδ) a
 
 Stages: the engine's generic pairs → sized → truncate stages [sql/stage_*.sql], then this folder's
 own (duckdb.py with the templates in ./sql, spark.py): stored user vectors [mad_vectors.sql; round 2:
-mad2r_remaining.sql, mad2r_vectors.sql, mad2r_biased.sql (on DuckDB written in place by
-mad2r_set_biased.sql)], MAD stages 1–4 [mad_weights.sql], the
+mad2r_remaining.sql, mad2r_vectors.sql, mad2r_kept_biases.sql and mad2r_biased.sql (on DuckDB
+written in place by mad2r_set_biased.sql; on Spark the first three as one statement,
+mad2r_vectors_biased.sql)], MAD stages 1–4 [mad_weights.sql], the
 generic noise + threshold stage (duckdp/noise_stage.py), and MAD2R's screen between the rounds
 [mad2r_universe.sql, then `screen_round1` in numpy through the generic `decide` stage,
 mad2r_status.sql: round-1 noisy weights on the whole universe and round-2 preprocessing, storing only

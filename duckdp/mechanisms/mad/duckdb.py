@@ -176,8 +176,9 @@ def pruned(engine: DuckDBStages, pairs: Query, cuts: Query, salt: int) -> Query:
 def mad2r_vectors(engine: DuckDBStages, pairs: Query, status: Query, max_contributions: int, beta_min: float,
                   beta_max: float, salt: int, cuts: Query | None = None) -> Query:
     """Stored round-2 user vectors (`_dp_user`, keys, `_dp_d`, `_dp_v`, `_dp_uw`, `_dp_biased`)
-    [mad2r_remaining.sql, mad2r_vectors.sql, mad2r_biased.sql written in place by mad2r_set_biased.sql;
-    spec §6, §4], truncated under `salt` (the mechanism's round-2 salt, drawn before `noise_late`); with
+    [mad2r_remaining.sql, mad2r_vectors.sql, then mad2r_kept_biases.sql (the kept pairs' biases, after the
+    truncation) and mad2r_biased.sql written in place by mad2r_set_biased.sql; spec §6, §4], truncated under
+    `salt` (the mechanism's round-2 salt, drawn before `noise_late`); with
     `cuts` (lazy round 1: `noise_late`) over the `pruned` pairs, the same vectors."""
     ctx = engine.ctx
     keys = ctx.key_aliases
@@ -185,13 +186,16 @@ def mad2r_vectors(engine: DuckDBStages, pairs: Query, status: Query, max_contrib
     remaining = engine.query("mad2r_remaining", {"pairs": source.sql if cuts is None else f"({source.sql})",
                                                  "keys": keys, "status": engine.table_name(status),
                                                  "carried": ", p._dp_h" if ctx.ids_joined else ""},
-                             source.params | {"beta_min": beta_min})
+                             source.params)
     kept = engine.truncate(engine.sized(remaining), max_contributions, salt)
     vectors = engine.store(engine.query("mad2r_vectors", {"kept": kept.sql, "keys": keys}, kept.params), "vectors2")
     target = engine.table_name(vectors)
-    biased = engine.query("mad2r_biased", {"vectors": target, "keys": keys}, {"beta_max": beta_max})
-    ctx.execute("mad2r_set_biased", {"target": target, "biased": biased.sql, "match": ctx.key_match("t", "s")},
-                biased.params)
+    # in place, in this order: the kept pairs' biases, then the biased users' water-filling (it reads the former)
+    for biased in (engine.query("mad2r_kept_biases", {"vectors": target, "keys": keys,
+                                                      "status": engine.table_name(status)}, {"beta_min": beta_min}),
+                   engine.query("mad2r_biased", {"vectors": target, "keys": keys}, {"beta_max": beta_max})):
+        ctx.execute("mad2r_set_biased", {"target": target, "biased": biased.sql, "match": ctx.key_match("t", "s")},
+                    biased.params)
     return vectors
 
 

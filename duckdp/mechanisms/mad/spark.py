@@ -44,16 +44,18 @@ def mad2r_screen(engine: SparkStages, pairs: DataFrame, vectors: DataFrame, plan
 
 def mad2r_vectors(engine: SparkStages, pairs: DataFrame, status: DataFrame, max_contributions: int, beta_min: float,
                   beta_max: float, salt: int, cuts: None = None) -> DataFrame:
-    """Stored round-2 user vectors (spec §4, §6): round-2 pairs with b_i (mad2r_remaining.sql) re-cut to Δ0
-    (under `salt`, the mechanism's round-2 salt),
-    v_i = b_i/√d and 1/√d (mad2r_vectors.sql), the water-filling λ* for users with a bias below 1
-    (mad2r_biased.sql: every row of a user with a kept b_i < 1, flagged) in place of the unbiased users'
-    1/√d rows. `cuts`: none on Spark (its round 1 is eager)."""
-    remaining = engine.template("mad2r_remaining", {"pairs": pairs, "status": status}, {"beta_min": beta_min},
+    """Stored round-2 user vectors (spec §4, §6): round-2 pairs (mad2r_remaining.sql) re-cut to Δ0
+    (under `salt`, the mechanism's round-2 salt), v_i = b_i/√d for the kept pairs with b_i < 1 and 1/√d
+    for the others in one statement (mad2r_vectors_biased.sql: the rows DuckDB has after writing the kept
+    biases in place), the water-filling λ* for users with a bias below 1 (mad2r_biased.sql: every row of a
+    user with a kept b_i < 1, flagged) in place of the unbiased users' 1/√d rows. `cuts`: none on Spark
+    (its round 1 is eager)."""
+    remaining = engine.template("mad2r_remaining", {"pairs": pairs, "status": status}, {},
                                 fragments={"carried": ""})
     kept = engine.truncate(engine.sized(remaining), max_contributions, salt)
     # stored: read by the biased users' water-filling (twice) and for the unbiased users' rows
-    vectors = engine.store(engine.template("mad2r_vectors", {"kept": kept}, {}, subqueries=("kept",)))
+    vectors = engine.store(engine.template("mad2r_vectors_biased", {"kept": kept, "status": status},
+                                           {"beta_min": beta_min}, subqueries=("kept",)))
     water = engine.template("mad2r_biased", {"vectors": vectors}, {"beta_max": beta_max})
     biased = vectors.where("_dp_biased").select("_dp_user")
     return engine.store(vectors.join(biased, "_dp_user", "left_anti").unionByName(water))

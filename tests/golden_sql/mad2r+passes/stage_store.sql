@@ -40,14 +40,13 @@ SELECT _dp_user, max(_dp_order) AS _dp_last
 FROM (SELECT c.* FROM "_duckdp_000000000000_candidates5" AS c ANTI JOIN "_duckdp_000000000000_unsettled7" AS u USING (_dp_user)) AS settled
 GROUP BY _dp_user HAVING count(*) >= $candidates
 
--- rendering 6 of 7; binds $beta_min=0.5, $trunc_salt=4495534904771661033
+-- rendering 6 of 7; binds $trunc_salt=4495534904771661033
 CREATE TEMP TABLE "_duckdp_000000000000_sized9" AS
 WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
-  SELECT _dp_user, _dp_k0, greatest(least(coalesce(_dp_beta, 1.0), 1.0), $beta_min) AS _dp_b
+  SELECT _dp_user, _dp_k0
 FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p LEFT JOIN "_duckdp_000000000000_cuts8" AS c USING (_dp_user)
 WHERE c._dp_last IS NULL OR hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) <= c._dp_last) AS p
 ANTI JOIN (SELECT _dp_k0 FROM "_duckdp_000000000000_status3" WHERE _dp_round2 = false) AS out USING (_dp_k0)
-LEFT JOIN (SELECT _dp_k0, _dp_beta FROM "_duckdp_000000000000_status3" WHERE _dp_round2 IS NOT false) AS kept USING (_dp_k0)
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )
@@ -55,9 +54,8 @@ SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user
 
 -- rendering 7 of 7; binds none
 CREATE TEMP TABLE "_duckdp_000000000000_vectors211" AS
-WITH kept AS (       -- kept round-2 pairs with b_i and d
+WITH kept AS (       -- kept round-2 pairs with d
   SELECT * FROM "_duckdp_000000000000_kept10"
 )
-SELECT _dp_user, _dp_k0, _dp_d, _dp_b / sqrt(_dp_d) AS _dp_v, 1.0 / sqrt(_dp_d) AS _dp_uw,
-       _dp_b < 1 AS _dp_biased
+SELECT _dp_user, _dp_k0, _dp_d, 1.0 / sqrt(_dp_d) AS _dp_v, 1.0 / sqrt(_dp_d) AS _dp_uw, false AS _dp_biased
 FROM kept

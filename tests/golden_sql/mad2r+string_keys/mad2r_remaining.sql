@@ -1,5 +1,4 @@
--- rendering 1 of 1; binds $beta_min=0.5
-SELECT _dp_user, _dp_k0, greatest(least(coalesce(_dp_beta, 1.0), 1.0), $beta_min) AS _dp_b
+-- rendering 1 of 1; binds none
+SELECT _dp_user, _dp_k0
 FROM "_duckdp_000000000000_pairs0" AS p
 ANTI JOIN (SELECT _dp_k0 FROM "_duckdp_000000000000_status2" WHERE _dp_round2 = false) AS out USING (_dp_k0)
-LEFT JOIN (SELECT _dp_k0, _dp_beta FROM "_duckdp_000000000000_status2" WHERE _dp_round2 IS NOT false) AS kept USING (_dp_k0)

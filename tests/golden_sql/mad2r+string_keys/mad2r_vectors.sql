@@ -1,11 +1,10 @@
--- rendering 1 of 1; binds $beta_min=0.5, $max_contributions=2, $trunc_salt=4495534904771661033
-WITH kept AS (       -- kept round-2 pairs with b_i and d
+-- rendering 1 of 1; binds $max_contributions=2, $trunc_salt=4495534904771661033
+WITH kept AS (       -- kept round-2 pairs with d
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
-  SELECT _dp_user, _dp_k0, greatest(least(coalesce(_dp_beta, 1.0), 1.0), $beta_min) AS _dp_b
+  SELECT _dp_user, _dp_k0
 FROM "_duckdp_000000000000_pairs0" AS p
 ANTI JOIN (SELECT _dp_k0 FROM "_duckdp_000000000000_status2" WHERE _dp_round2 = false) AS out USING (_dp_k0)
-LEFT JOIN (SELECT _dp_k0, _dp_beta FROM "_duckdp_000000000000_status2" WHERE _dp_round2 IS NOT false) AS kept USING (_dp_k0)
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )
@@ -28,6 +27,5 @@ SELECT * FROM (
 QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY row(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)), _dp_k0)) <= $max_contributions
 )
 )
-SELECT _dp_user, _dp_k0, _dp_d, _dp_b / sqrt(_dp_d) AS _dp_v, 1.0 / sqrt(_dp_d) AS _dp_uw,
-       _dp_b < 1 AS _dp_biased
+SELECT _dp_user, _dp_k0, _dp_d, 1.0 / sqrt(_dp_d) AS _dp_v, 1.0 / sqrt(_dp_d) AS _dp_uw, false AS _dp_biased
 FROM kept

@@ -6,12 +6,11 @@ WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carrie
 )
 SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user)
 
--- rendering 2 of 2; binds $beta_min=0.5
+-- rendering 2 of 2; binds none
 WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
-  SELECT _dp_user, _dp_k0, greatest(least(coalesce(_dp_beta, 1.0), 1.0), $beta_min) AS _dp_b
+  SELECT _dp_user, _dp_k0
 FROM "_duckdp_000000000000_pairs0" AS p
 ANTI JOIN (SELECT _dp_k0 FROM "_duckdp_000000000000_status2" WHERE _dp_round2 = false) AS out USING (_dp_k0)
-LEFT JOIN (SELECT _dp_k0, _dp_beta FROM "_duckdp_000000000000_status2" WHERE _dp_round2 IS NOT false) AS kept USING (_dp_k0)
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )
