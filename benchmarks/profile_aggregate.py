@@ -2,7 +2,8 @@
 system, all threads) of each statement of a seeded select and of a seeded 4-metric aggregate with the same mechanism
 as its key selection, in call order, alternated call by call in one process on bench_large.py's table `big`.
 A "noise" row is one round's noise stage (its weights query, Arrow batches, PRF noise, threshold), "exact noise"
-the metrics' discrete Gaussian draws (group_by._noise); the others are RunContext calls by template. ρ = 0.1,
+the discrete Gaussian draws (aggregate_noise.noise: the metrics' and keys="threshold"'s); the others are RunContext
+calls by template. ρ = 0.1,
 δ = 1e-5, Δ0 = 100, one row per user and key, seed 1 (bench_large.py's settings).
 
     python benchmarks/bench_large.py --aggregate --rows 10000000 --threads 2 --memory-limit 2GB \\
@@ -23,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path.cwd()))                          # the checkout to profile (PYTHONPATH too)
 import duckdp  # noqa: E402
-from duckdp import group_by, noise_stage  # noqa: E402
+from duckdp import aggregate_noise, noise_stage  # noqa: E402
 from duckdp import run as run_module  # noqa: E402
 from duckdp.stages import duckdb as duckdb_stages  # noqa: E402
 
@@ -53,7 +54,7 @@ def main() -> None:
     for method in ("execute", "arrow", "fetch", "scalar"):
         setattr(run_module.RunContext, method, wrap(method, getattr(run_module.RunContext, method)))
     noise_stage.scan_noisy = duckdb_stages.scan_noisy = wrap("noise", noise_stage.scan_noisy)
-    group_by._noise = wrap("exact noise", group_by._noise)
+    aggregate_noise.noise = wrap("exact noise", aggregate_noise.noise)
     con = connect_big(args)
     (key_type,), = con.sql("SELECT typeof(any_value(item)) FROM big").fetchall()
     budget = {"rho": 0.1, "delta": 1e-5}

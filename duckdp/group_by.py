@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from . import mechanisms
-from .discrete import discrete_gaussian_array
+from . import aggregate_noise, mechanisms
+from .aggregate_noise import NOISY_USERS, Threshold, counters
 from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
-from .mechanisms.aggregate import NOISY_USERS, collision_ranks, counters, own_stages, pre_thresholded_selection
+from .mechanisms.aggregate import own_stages, pre_thresholded_selection
 from .mechanisms.base import Params, Round, RoundPlan
 from .privacy import auto_contributions
 from .privacy.accountant import Accountant, plan_hook
@@ -141,42 +141,6 @@ def _check_source(source: Any, con: Any, plan: AggregatePlan, own: ModuleType) -
         raise InvalidParameter(f"a confidence column would have the name of a key column: {clash}")
 
 
-def _noise(randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray, sigma: float,
-           ranks: np.ndarray | None = None) -> np.ndarray:
-    """Exact N_Z(0, σ²) per key from K[b"aggm", tag, rank] keyed by its counter (CKS20 Alg. 3; spec §2.6):
-    a function of (K, tag, counter, rank) only, independent of other keys and of row order. `ranks`: the keys'
-    collision ranks where the caller has them (a stream of keys: `_Threshold`), else `collision_ranks` of these keys."""
-    ranks = collision_ranks(hi, lo) if ranks is None else ranks
-    out = np.zeros(hi.size, dtype=np.int64)
-    for r in np.unique(ranks):
-        rows = np.flatnonzero(ranks == r)
-        out[rows] = discrete_gaussian_array(randomness.key.derive(b"aggm", tag, int(r)), hi[rows], lo[rows], sigma)
-    return out
-
-
-@dataclass(frozen=True)
-class _Threshold:
-    """keys="threshold" (spec §4.2), the `ThresholdRule` run on each batch of candidate keys (`user_counts`' columns:
-    each key's counter, c and collision rank): the keys whose c plus exact N_Z(0, σ²) reaches the threshold, with
-    their measures (the same kept pairs) and that noisy c (the users metric) as `NOISY_USERS`. Each key's draw is a
-    function of (K, tag, counter, rank) only, so any batching — DuckDB's stream on the driver, Spark's partitions
-    on the executors (the key travels with the rule, as in duckdp/spark/noise.py) — draws the same noise as one
-    array of every candidate."""
-
-    sigma: float
-    threshold: float
-    randomness: Randomness
-
-    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        hi, lo = counters(batch)
-        c = batch.column("_dp_c").to_numpy(zero_copy_only=False).astype(np.int64)
-        ranks = batch.column("_dp_rank").to_numpy(zero_copy_only=False).astype(np.int64)
-        noisy_c = c + _noise(self.randomness, THRESHOLD_TAG, hi, lo, self.sigma, ranks)      # spec §4.2
-        keep = pa.array(noisy_c >= self.threshold)
-        return batch.append_column(pa.field(NOISY_USERS, pa.int64(), nullable=False),
-                                   pa.array(noisy_c, pa.int64())).filter(keep)
-
-
 def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "user_id", metrics: dict,
               keys: Any = "adaptive_sips", epsilon: float | None = None, delta: float | None = None,
               rho: float | None = None, max_contributions: int | str = 100, max_rows_per_key: int = 1,
@@ -264,7 +228,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
         if mode == "threshold":      # one truncation: the threshold's users and the measures of the same kept pairs
             if plan.threshold is None:
                 raise InternalError("invariant failed: a threshold plan has a threshold")
-            rule = _Threshold(plan.threshold.sigma, plan.threshold.threshold, randomness)
+            rule = Threshold(plan.threshold.sigma, plan.threshold.threshold, randomness, THRESHOLD_TAG)
             true = own.thresholded(stages, plan, rule)
             users_noisy = true.column(NOISY_USERS).to_numpy(zero_copy_only=False)
         elif mode == "select":
@@ -297,7 +261,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
                 noisy[(m.metric, m.part)] = np.asarray(users_noisy, dtype=np.int64)
                 continue
             x = true.column(f"_dp_m{i}").to_numpy(zero_copy_only=False).astype(np.int64)
-            noisy[(m.metric, m.part)] = x + _noise(randomness, m.tag, hi, lo, m.sigma)
+            noisy[(m.metric, m.part)] = x + aggregate_noise.noise(randomness, m.tag, hi, lo, m.sigma)
         columns = finish(plan, noisy)
         out = true.select(names).rename_columns(list(source.key_names))
         for name, values in columns.items():

@@ -43,7 +43,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
-from scipy.special import ndtri
 
 KINDS = ("gaussian", "laplace", "gumbel", "uniform")
 _CHUNK = 1 << 20                     # counters per thread-pool task
@@ -121,6 +120,9 @@ def _uniform_overwriting(v: np.ndarray) -> np.ndarray:
 def standard(kind: str, u: np.ndarray) -> np.ndarray:
     """A standard `kind` draw from uniforms u by inversion."""
     if kind == "gaussian":
+        # imported here, not with the module: a Spark worker that draws no Gaussian never loads scipy
+        from scipy.special import ndtri
+
         return ndtri(u)
     if kind == "laplace":
         v = u - 0.5
@@ -143,7 +145,11 @@ def _u64(x: npt.ArrayLike) -> np.ndarray:
 def _draw(kind: str, key: PRFKey, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     """standard(kind, uniform_from_words(key.words(hi, lo))), the same values with fewer fresh arrays."""
     u = _uniform_overwriting(key.words(hi, lo))        # `words` returns a new array
-    return ndtri(u, out=u) if kind == "gaussian" else standard(kind, u)
+    if kind != "gaussian":
+        return standard(kind, u)
+    from scipy.special import ndtri  # on first use, as in `standard`
+
+    return ndtri(u, out=u)
 
 
 def noise(kind: str, key: PRFKey, round_tag: int, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike,

@@ -15,10 +15,11 @@ import pytest
 
 import duckdp
 from duckdp import cli
+from duckdp.aggregate_noise import collision_ranks, counters
 from duckdp.errors import BudgetExceeded, InvalidParameter, SchemaError
 from duckdp.lifecycle import open_run
-from duckdp.mechanisms.aggregate import collision_ranks, counters, pre_thresholded_selection
 from duckdp.mechanisms.aggregate import duckdb as stages_sql
+from duckdp.mechanisms.aggregate import pre_thresholded_selection
 from duckdp.mechanisms.base import Params
 from duckdp.privacy.aggregate import THRESHOLD_TAG, Metric, finish, finish_mean, plan_aggregate
 from duckdp.privacy.budget import ZCDP, EpsDelta
@@ -135,7 +136,7 @@ def test_threshold_mode_measures_read_the_pairs_the_threshold_counted(con):
     """Δ0 = 2 binds for most users: with the noise set to 0 the released rows per key (m = 2, one row per pair:
     its own measure) equal the threshold's users on every key — one truncation. Truncating again for the
     measures (the old stage 2 with a fresh salt) keeps other pairs, and the counts differ."""
-    zero = mock.patch("duckdp.group_by._noise",
+    zero = mock.patch("duckdp.aggregate_noise.noise",
                       lambda r, tag, hi, lo, sigma, ranks=None: np.zeros(hi.size, dtype=np.int64))
     with zero:
         agg = run(con, ratings(n_users=3000, seed=2), keys="threshold", metrics={"u": "users", "n": "count"},

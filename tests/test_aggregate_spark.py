@@ -27,9 +27,9 @@ import pytest
 from conftest import DATA
 
 import duckdp
+from duckdp.aggregate_noise import counters
 from duckdp.errors import BudgetExceeded, InvalidParameter
 from duckdp.lifecycle import open_run
-from duckdp.mechanisms.aggregate import counters
 from duckdp.mechanisms.aggregate import duckdb as D
 from duckdp.privacy.aggregate import plan_aggregate
 from duckdp.privacy.budget import ZCDP

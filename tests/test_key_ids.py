@@ -17,7 +17,7 @@ from conftest import leftovers
 from test_noise import _collide_many
 
 import duckdp
-from duckdp import group_by
+from duckdp import aggregate_noise
 from duckdp.lifecycle import open_run
 from duckdp.rng import Randomness
 from duckdp.stages import duckdb as duckdb_stages
@@ -202,13 +202,13 @@ def test_aggregate_counters_unseeded_are_positions(con, monkeypatch, keys):
     (0, 1, …: injective, no digest); seeded calls keep the MD5 digest (reproducible, pinned)."""
     cols = _table(con, "varchar")
     seen: list[tuple[np.ndarray, np.ndarray]] = []
-    noise = group_by._noise
+    noise = aggregate_noise.noise
 
     def spy(randomness, tag, hi, lo, sigma, ranks=None):
         seen.append((hi.copy(), lo.copy()))
         return noise(randomness, tag, hi, lo, sigma, ranks)
 
-    monkeypatch.setattr(group_by, "_noise", spy)
+    monkeypatch.setattr(aggregate_noise, "noise", spy)
     metrics = {"n": "users", "rows": "count"}
     duckdp.aggregate(con, "t", by=cols[0], metrics=metrics, keys=keys, rho=1.0, delta=1e-5, max_contributions=50)
     assert seen and all((hi == 0).all() and (lo == np.arange(lo.size)).all() for hi, lo in seen)

@@ -21,8 +21,6 @@ import numpy as np
 import pandas as pd  # a pyspark dependency; module-level so pandas_udf resolves the type hints
 import pyarrow as pa
 
-from .source import spark_ref
-
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType, StructType
@@ -76,6 +74,9 @@ def _le64(md5_hex: str, start: int) -> str:
 def counter_sql(schema: StructType, keys: list[str]) -> tuple[str, str, bool]:
     """(hi, lo, may_collide): Spark SQL of the 128-bit counter of the key columns `keys` of a frame with
     `schema` (the expressions name only those columns; templates use them as fragments)."""
+    # imported here: .source imports DuckDB, which the workers running this module's UDFs never need
+    from .source import spark_ref
+
     types = [schema[k].dataType for k in keys]
     if len(keys) == 1 and type(types[0]).__name__ in _INTEGRAL:
         k = f"CAST({spark_ref(keys[0])} AS BIGINT)"

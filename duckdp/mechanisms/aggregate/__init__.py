@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from ...errors import InternalError, InvalidParameter
@@ -27,8 +26,8 @@ ENGINE_NOTE = "aggregate runs on DuckDB and Spark"
 SATURATE = 2**62    # bound on a measure's true integer per key (saturating sum, see measure_idents)
 # keys="threshold": the rule an engine's `thresholded` runs on each batch of its candidates (`user_counts`' columns):
 # the batch's keys that pass, with their noisy user count in a column NOISY_USERS (int64) appended
+# (duckdp/aggregate_noise.py `Threshold`)
 ThresholdRule = Callable[[pa.RecordBatch], pa.RecordBatch]
-NOISY_USERS = "_dp_users"
 
 
 def own_stages(engine: str) -> ModuleType:
@@ -58,25 +57,6 @@ def pre_thresholded_selection(engine: Engine, own: ModuleType, mech: Mechanism, 
     shifted = own.pre_thresholded_weights(engine, max_contributions, pre_threshold)
     table = engine.output(engine.release(shifted, round_plan))
     return table, [Round.from_plan(0, round_plan, engine.num_rows(table))]
-
-
-def counters(table: pa.Table | pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
-    """The keys' PRF counters (`_dp_chi`, `_dp_clo`) of an Arrow table or batch as uint64 arrays."""
-    hi = table.column("_dp_chi").to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
-    lo = table.column("_dp_clo").to_numpy(zero_copy_only=False).astype(np.uint64)
-    return hi, lo
-
-
-def collision_ranks(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """Collision rank of each key among keys with the same counter, in the (sorted) key order (counters.py)."""
-    n = hi.size
-    order = np.lexsort((np.arange(n), lo, hi))
-    same = np.zeros(n, dtype=bool)
-    same[1:] = (hi[order][1:] == hi[order][:-1]) & (lo[order][1:] == lo[order][:-1])
-    starts = np.maximum.accumulate(np.where(same, 0, np.arange(n)))
-    ranks = np.empty(n, dtype=np.int64)
-    ranks[order] = np.arange(n) - starts
-    return ranks
 
 
 def not_a_key_set(keys: Any, exc: BaseException) -> InvalidParameter:

@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ...aggregate_noise import NOISY_USERS
 from ...counters import collisions_possible, counter_sql, type_hash_injective
 from ...privacy.aggregate import AggregatePlan
 from ...run import RunContext
@@ -21,7 +22,7 @@ from ...stages import Query
 from ...stages.duckdb import DuckDBStages, merge
 from ...templates import quote_ident
 from ..basic import basic_weights
-from . import DUCKDB, NOISY_USERS, ThresholdRule, measure_idents, not_a_key_set, value_columns
+from . import DUCKDB, ThresholdRule, measure_idents, not_a_key_set, value_columns
 
 # candidate keys per batch of keys="threshold"'s stream (`user_counts`): ~20 MB of Arrow with four measures
 BATCH_ROWS = 1 << 18

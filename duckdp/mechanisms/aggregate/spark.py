@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ...aggregate_noise import NOISY_USERS
 from ...privacy.aggregate import AggregatePlan
 from ...spark.noise import counter_sql, partitioned_ranked
 from ...spark.source import SparkSource, spark_ref
 from ...spark.stages import SparkStages
 from ..basic import basic_weights
-from . import NOISY_USERS, SPARK, ThresholdRule, measure_idents, not_a_key_set, value_columns
+from . import SPARK, ThresholdRule, measure_idents, not_a_key_set, value_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
