@@ -132,7 +132,7 @@ def remaining(engine: DuckDBStages, pairs: Query, state: Query | None, salt: int
         # no user is heavy: the stored pairs by name, as without heavy users)
         read = reduced_pairs(engine, pairs, table, lazy) if before is None else before[0]
         opened = engine.store(engine.query("adaptive_sips_open", {
-            "pairs": engine.table_name(read) if read in (pairs, before[0] if before else None) else f"({read.sql})",
+            "pairs": engine.table_name(read) if engine.stored(read) else f"({read.sql})",
             "state": table,
             "match": ctx.key_match("p", "s"), "exclude": "" if before is None else " EXCLUDE (_dp_level)"},
             read.params), "open")
@@ -220,8 +220,8 @@ def reduced_pairs(engine: DuckDBStages, pairs: Query, state: str, lazy: LazyRoun
     else, and where no user turns out heavy, `lazy.heavy` stays None and every round runs the statements it
     runs without heavy users (the stored pairs by name, adaptive_sips_unsettled.sql)."""
     settings = (lazy.params.delta0, lazy.params["a_drop"], lazy.params["iterations"])
-    name = engine.table_name(pairs)
-    if not may_be_heavy(engine, name, heavy_bound(*settings)):
+    name, cut = engine.table_name(pairs), heavy_bound(*settings)
+    if not may_be_heavy(engine, name, cut):
         return pairs                  # no user cut: round 2 reads the stored pairs by name, as without heavy users
     sizes = prefix_sizes(*settings)
     bounds: list[str] = []
@@ -238,7 +238,7 @@ def reduced_pairs(engine: DuckDBStages, pairs: Query, state: str, lazy: LazyRoun
     lazy.heavy = engine.store(engine.query("adaptive_sips_heavy", {"pairs": name, "bounds": "".join(bounds),
                                                                    "keys": engine.ctx.key_aliases, "state": state,
                                                                    "match": engine.ctx.key_match("p", "s")},
-                                           bound_params | {"heavy": heavy_bound(*settings)}), "heavy")
+                                           bound_params | {"heavy": cut}), "heavy")
     if not engine.ctx.scalar(f"SELECT count(*) FROM {engine.table_name(lazy.heavy)}"):
         engine.drop(lazy.heavy)       # nobody to cut: the stored pairs as they are, no join, checks as without
         lazy.heavy = None
