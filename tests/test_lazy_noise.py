@@ -148,6 +148,26 @@ def test_first_pair_is_always_a_candidate(con, monkeypatch):
     _same(eager, _trace(con, True, 4, 1.0))
 
 
+@pytest.mark.parametrize("limit", [0, 1])
+def test_every_user_heavy_with_short_candidates(con, monkeypatch, limit):
+    """Every user heavy (bound 0) and candidate limit 0 or 1: every user's prefixes run out, each falls back
+    and goes through the second pass. The release is the eager one: same keys, same per-round counts, the
+    same weights and noisy weights up to rounding (a key's Σ_u x_ui adds the same terms from rows restored
+    in another order: DOUBLE sums differ in the last bits, so the exact comparison of `_same` does not hold
+    here; found in stop 32, this pins that it is rounding, not another R̃_u)."""
+    _table(con, string_keys=False)
+    eager = _trace(con, False, 3, 1.0)
+    monkeypatch.setattr(own, "candidate_limit", lambda *args: limit)
+    monkeypatch.setattr(own, "heavy_bound", lambda *args: 0)
+    monkeypatch.setattr(own, "may_be_heavy", lambda *args: True)
+    lazy = _trace(con, True, 3, 1.0)
+    assert lazy["keys"] == eager["keys"] and lazy["released"] == eager["released"]
+    for got, want in [*zip(lazy["rounds"], eager["rounds"], strict=True), (lazy["last"], eager["last"])]:
+        assert len(got) == len(want)
+        np.testing.assert_allclose(np.array(got, dtype=object)[:, -2:].astype(float),
+                                   np.array(want, dtype=object)[:, -2:].astype(float), rtol=1e-14, atol=0)
+
+
 HEAVY_BOUND = 1500          # own.heavy_bound for these tests: user −1 (3,000 keys) heavy, user −2 (1,000) not
 
 
