@@ -118,7 +118,9 @@ def analyse(files: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "measure":
+    if len(sys.argv) == 6 and sys.argv[1] == "measure":
         main(*sys.argv[2:6])
-    else:
+    elif len(sys.argv) > 2 and sys.argv[1] == "analyse":
         analyse(sys.argv[2:])
+    else:
+        sys.exit(__doc__)

@@ -8,14 +8,18 @@
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
 #     --platform manylinux2014_x86_64 -d .whl duckdb==2.0.1 cryptography==50.0.2 cffi==2.1.1 \
 #     pycparser==3.12 dp-accounting==0.6.0 dm-tree==0.1.10                      # 29 MB
-# Then one device call per part (carry [".whl"], timeout_s ≈ the part's limit + 60):
+# Then one device call (carry [".whl"], timeout_s 600): a session's device time is 15 minutes in all, machine start
+# included, so `all` runs the parts in order of need inside one call, each cut to the time left before DEADLINE
+# seconds (default 540) and skipped when under a minute is left:
+#   bash benchmarks/device_check.sh all        # speed, aggregate, sweep (below), in that order
+# or one part per call:
 #   bash benchmarks/device_check.sh speed      # ~250 s: 100M rows, 16 threads, × floor per key type
 #   bash benchmarks/device_check.sh aggregate  # ~200 s: aggregate vs select at 100M inside 2 GB, then a 10M-key user
 #   bash benchmarks/device_check.sh sweep      # ~200 s: 10M rows at 16 8 4 2 1 threads
 # Outputs (markdown tables, plots) land in $OUT (the device tool's folder) or the folder given second.
 # KEYS (default "bigint varchar") picks key types; ROWS_BIG / ROWS shrink the tables for a local smoke run.
 set -uo pipefail
-part=${1:?usage: device_check.sh speed|aggregate|sweep [outdir]}
+part=${1:?usage: device_check.sh all|speed|aggregate|sweep [outdir]}
 out=${2:-${OUT:-/tmp/device_check}}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -23,6 +27,11 @@ keys=${KEYS:-bigint varchar}
 rows_big=${ROWS_BIG:-100000000}
 rows=${ROWS:-10000000}
 algos="weighted_gaussian mad dpsips mad2r adaptive_sips"
+if [ "$part" = all ]; then            # each part in its own run of this script, on the time left
+  start=$SECONDS; deadline=${DEADLINE:-540}
+  for p in speed aggregate sweep; do DEADLINE=$((deadline - (SECONDS - start))) bash "$0" "$p" "$out"; done
+  exit 0
+fi
 
 if [ -d .whl ]; then
   $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -36,26 +45,33 @@ export PYTHONUNBUFFERED=1
   lscpu | grep 'Model name'; git log -1 --format='code %h %s' 2>/dev/null; } | tee "$out/machine.txt"
 
 stamp() { echo "== $1 $(date -u +%H:%M:%S)"; }
+start=$SECONDS
+deadline=${DEADLINE:-100000}
+# limit N: N seconds, or what is left before the deadline (0 when under a minute is left: the step is skipped)
+limit() { local left=$((deadline - (SECONDS - start))); if [ "$left" -lt 60 ]; then echo 0
+          elif [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi; }
+run() { local t; t=$(limit "$1"); shift
+        if [ "$t" -eq 0 ]; then echo "skipped (deadline): $*"; else timeout "$t" "$@"; fi; }
 case $part in
   speed)
     stamp speed
     # shellcheck disable=SC2086  # word lists on purpose
-    timeout 300 $py benchmarks/bench_speed.py --rows "$rows_big" --repeat 1 --threads 16 --key-type $keys \
+    run 300 $py benchmarks/bench_speed.py --rows "$rows_big" --repeat 1 --threads 16 --key-type $keys \
       --algos $algos --plot "$out/speed_big.png" 2>&1 | tee "$out/speed_big.txt" ;;
   aggregate)
     stamp aggregate
-    timeout 240 $py benchmarks/bench_large.py --rows "$rows_big" --memory-limit 2GB --threads 16 --aggregate \
+    run 240 $py benchmarks/bench_large.py --rows "$rows_big" --memory-limit 2GB --threads 16 --aggregate \
       --algos weighted_gaussian adaptive_sips 2>&1 | tee "$out/aggregate_big.txt"
     stamp skewed
     # shellcheck disable=SC2086
-    timeout 120 $py benchmarks/bench_speed.py --rows "$rows" --repeat 1 --threads 16 \
+    run 120 $py benchmarks/bench_speed.py --rows "$rows" --repeat 1 --threads 16 \
       --skewed-user-keys 0 "$rows" --algos weighted_gaussian dpsips mad2r adaptive_sips \
       --plot "$out/skewed.png" 2>&1 | tee "$out/skewed.txt" ;;
   sweep)
     stamp sweep
     # shellcheck disable=SC2086
-    timeout 300 $py benchmarks/bench_speed.py --rows "$rows" --repeat 1 --threads 16 8 4 2 1 --key-type $keys \
+    run 300 $py benchmarks/bench_speed.py --rows "$rows" --repeat 1 --threads 16 8 4 2 1 --key-type $keys \
       --algos $algos --plot "$out/sweep.png" 2>&1 | tee "$out/sweep.txt" ;;
-  *) echo "unknown part: $part (speed | aggregate | sweep)" >&2; exit 2 ;;
+  *) echo "unknown part: $part (all | speed | aggregate | sweep)" >&2; exit 2 ;;
 esac
 stamp done

@@ -8,6 +8,7 @@ those of an eager import.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -43,12 +44,15 @@ _LAZY = {"select": ".api", "algorithms": ".api", "count_release": ".count_releas
 
 if not TYPE_CHECKING:    # hidden from mypy, which then types every public name by its import above
     def __getattr__(name: str) -> Any:
-        """Load a public name from its submodule on first use and keep it (later reads are plain lookups)."""
-        if name not in _LAZY:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        setattr(sys.modules[__name__], name, value)
-        return value
+        """Load a public name from its submodule on first use and keep it (later reads are plain lookups); a
+        submodule's name (`duckdp.mechanisms`, `duckdp.datasets`, ...) imports it, as the eager import had."""
+        if name in _LAZY:
+            value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+            setattr(sys.modules[__name__], name, value)
+            return value
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f".{name}", __name__)      # binds itself on the package
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -83,3 +83,14 @@ def test_public_names_are_those_of_an_eager_import():
             "assert all(callable(f) and f.__module__ == 'duckdp.' + f.__name__\n"
             "           for f in (duckdp.explain, duckdp.evaluate, duckdp.count_release))")
     _loaded(code)                                   # check=True: an assertion error there fails here
+
+
+def test_submodules_load_on_attribute_access():
+    """`import duckdp` then `duckdp.mechanisms.get(...)`, `duckdp.datasets...`, `duckdp.privacy...` work as after
+    the eager import (benchmarks/bench_large.py broke on `duckdp.mechanisms` when names turned lazy); a name that
+    is neither public nor a submodule is an AttributeError."""
+    code = ("import duckdp\nassert duckdp.mechanisms.get('dpsips') is not None\n"
+            "assert callable(duckdp.datasets.create_synthetic) and duckdp.privacy.accounting is not None\n"
+            "try:\n    duckdp.no_such_thing\nexcept AttributeError:\n    pass\nelse:\n    raise SystemExit(1)\n"
+            "assert not hasattr(duckdp, '_no_such')")
+    _loaded(code)                                   # check=True: a failure there fails here
