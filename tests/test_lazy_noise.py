@@ -669,3 +669,15 @@ def test_mad2r_heavy_gate(con, monkeypatch):
     _trace_mad2r(con, True, 1, 1.0)
     assert "mad2r_candidates" in templates
     assert not {"mad2r_prefix", "mad2r_short"} & set(templates)
+
+
+@pytest.mark.parametrize("prefix", [None, 3])
+def test_mad2r_heavy_prefix_on_key_ids(con, monkeypatch, prefix):
+    """String keys on key ids (the unseeded path's counters, a seed's randomness marked unseeded) with the heavy
+    path on, the prefix as shipped and too short (the fallback): lazy = eager there too."""
+    _table(con, string_keys=True)
+    _mark_unseeded(monkeypatch)
+    eager = _trace_mad2r(con, False, 6, 1.0, **STRESS)
+    seen = _heavy_path(monkeypatch, None if prefix is None else lambda limit: prefix)
+    _same_mad2r(eager, _trace_mad2r(con, True, 6, 1.0, **STRESS))
+    assert seen["prefix"] and seen["restored"] == ([] if prefix is None else [[-2, -1]])
