@@ -10,6 +10,7 @@ the unseeded path's counters).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from unittest import mock
 
@@ -437,17 +438,24 @@ def test_mad2r_lazy_only_where_it_pays(con, monkeypatch, heavy):
     """The cost rule (`mad.mad2r_lazy`): on the benchmarks' synthetic data (100k rows, users of up to a few
     thousand keys: about 29 % of the pairs lie beyond each user's first m) MAD2R screens eagerly, where lazy
     noise costs more (benchmarks/RESULTS.md, "MAD2R lazy cost rule"); with one user holding 100k keys
-    (about 70 % beyond) lazily. Either way the release is the eager path's."""
+    (about 70 % beyond) lazily, that user's candidates ranked over a prefix of its order (`heavy_limits`).
+    Either way the release is the eager path's."""
     from duckdp.datasets import create_synthetic
     create_synthetic(con, "t", 100_000, seed=0)
     con.execute("INSERT INTO t SELECT -1, range FROM range(1, $n + 1)", {"n": heavy})
     late: list[int] = []
     original = mad.noise_late
     monkeypatch.setattr(mad, "noise_late", lambda *args: late.append(1) or original(*args))
+    templates: list[str] = []
+    original_query = DuckDBStages.query
+    monkeypatch.setattr(DuckDBStages, "query", lambda self, template, *args, **kwargs:
+                        templates.append(template) or original_query(self, template, *args, **kwargs))
     run = lambda: duckdp.select(con, "t", algo="mad2r", rho=0.1, delta=1e-5, max_contributions=100,  # noqa: E731
                                 seed=1).to_arrow().column("item").to_pylist()
     keys = run()
     assert late == ([1] if heavy else [])
+    # the heavy user's candidates over its prefix (100k pairs > H = 256 m, m = 288 at Δ0 = 100: `heavy_limits`)
+    assert ("mad2r_prefix" in templates) == bool(heavy) and "mad2r_unprefix" not in templates
     with mock.patch.object(mad, "mad2r_lazy", lambda *args: False):
         assert run() == keys
 
@@ -578,3 +586,98 @@ def test_lazy_equals_eager_where_truncation_orders_tie(con, truncation):
     _same_mad2r(_trace_mad2r(con, False, 2, 1.0, truncation=truncation),
                 _trace_mad2r(con, True, 2, 1.0, truncation=truncation))
     assert leftovers(con) == []
+
+
+# -- MAD2R: a heavy user's candidates ranked over a prefix of its order (`noise_late`, `heavy_limits`) -------
+def _heavy_path(monkeypatch, prefix: Callable[[int], int] | None = None) -> dict[str, list]:
+    """MAD2R's heavy-user prefixes forced on for users over 100 pairs (the two heavy users of `_table`), with
+    the prefix P = `prefix(m)` (default 16 m, as shipped); records how many of each user's pairs the prefix
+    kept (mad2r_prefix.sql) and the users that went through the fallback (`mad.restore`)."""
+    seen: dict[str, list] = {"prefix": [], "ranked": [], "restored": []}
+    shipped = mad.heavy_limits
+    monkeypatch.setattr(mad, "heavy_limits", lambda limit: ((shipped(limit)[0] if prefix is None else prefix(limit)),
+                                                            100))
+    original_query, original_restore = DuckDBStages.query, mad.restore
+
+    def query(self, template, idents, params=None):
+        q = original_query(self, template, idents, params)
+        if template == "mad2r_candidates":
+            seen["ranked"].append(idents["users"])
+        if template == "mad2r_prefix":
+            seen["prefix"].append(dict(self.ctx.con.sql(f"SELECT _dp_user, count(*) FROM {q.sql} GROUP BY ALL",
+                                                        params=q.params).fetchall()))
+        return q
+
+    def restore(engine, candidates, short, ranked):
+        seen["restored"].append(sorted(u for (u,) in engine.ctx.con.sql(f"SELECT _dp_user FROM {short}").fetchall()))
+        return original_restore(engine, candidates, short, ranked)
+    monkeypatch.setattr(DuckDBStages, "query", query)
+    monkeypatch.setattr(mad, "restore", restore)
+    return seen
+
+
+@pytest.mark.parametrize("seed,params,passes", [(1, {}, 1), (3, STRESS, 1), (4, STRESS, 3),
+                                                (6, STRESS | {"truncation": "global"}, 1)])
+def test_mad2r_heavy_prefix_is_bit_identical_to_eager(con, monkeypatch, seed, params, passes):
+    """With the heavy path on (users over 100 pairs, P = 16 m as shipped; also with the candidates in 3
+    user-hash passes, and under global truncation) the heavy user −1's candidates are ranked over about P of
+    its 3,000 pairs and the release is the eager one, bit for bit; user −2 (1,000 pairs, under P) keeps all."""
+    _table(con, string_keys=False)
+    monkeypatch.setattr(DuckDBStages, "truncation_passes", lambda self: passes)
+    eager = _trace_mad2r(con, False, seed, 1.0, **params)
+    seen = _heavy_path(monkeypatch)
+    _same_mad2r(eager, _trace_mad2r(con, True, seed, 1.0, **params))
+    (kept,) = seen["prefix"]
+    assert len(seen["ranked"]) == passes                                     # one ranking per user-hash part
+    assert kept[-1] < HEAVY_KEYS * 3 // 4 and kept[-2] == HEAVY_KEYS // 3   # the prefix cut user −1 only
+    assert kept[0] > 0 and seen["restored"] == []
+    assert leftovers(con) == []
+
+
+@pytest.mark.parametrize("prefix", [0, 3, 40])
+def test_mad2r_heavy_prefix_run_out_falls_back(con, monkeypatch, prefix):
+    """Prefixes too short to hold m pairs not noised (P = 0: none, no candidate row at all; 3; 40 < m): both
+    heavy users go through the fallback (candidates deleted, ranked over all their pairs) and the release is
+    the eager one, bit for bit."""
+    _table(con, string_keys=False)
+    eager = _trace_mad2r(con, False, 3, 1.0, **STRESS)
+    seen = _heavy_path(monkeypatch, lambda limit: prefix)
+    _same_mad2r(eager, _trace_mad2r(con, True, 3, 1.0, **STRESS))
+    assert seen["restored"] == [[-2, -1]]
+    assert leftovers(con) == []
+
+
+def test_mad2r_heavy_prefix_without_fallback_is_caught(con, monkeypatch):
+    """The check has power: with prefixes too short (P = 3) and the fallback skipped, the heavy users look
+    uncut (fewer than m candidates), their unscreened keys reach round 2 unbiased, and the release differs."""
+    _table(con, string_keys=False)
+    eager = _trace_mad2r(con, False, 3, 1.0, **STRESS)
+    _heavy_path(monkeypatch, lambda limit: 3)
+    monkeypatch.setattr(mad, "restore", lambda *args: None)
+    with pytest.raises(AssertionError):
+        _same_mad2r(eager, _trace_mad2r(con, True, 3, 1.0, **STRESS))
+
+
+def test_mad2r_heavy_gate(con, monkeypatch):
+    """With the shipped limits no user of `_table` is over H (Δ0 = 8: H = 256 m, m ≈ 80): the candidates run
+    as without heavy users (no prefix, no check), the same statements as before the heavy path."""
+    _table(con, string_keys=False)
+    templates: list[str] = []
+    original_query = DuckDBStages.query
+    monkeypatch.setattr(DuckDBStages, "query", lambda self, template, *args, **kwargs:
+                        templates.append(template) or original_query(self, template, *args, **kwargs))
+    _trace_mad2r(con, True, 1, 1.0)
+    assert "mad2r_candidates" in templates
+    assert not {"mad2r_prefix", "mad2r_short"} & set(templates)
+
+
+@pytest.mark.parametrize("prefix", [None, 3])
+def test_mad2r_heavy_prefix_on_key_ids(con, monkeypatch, prefix):
+    """String keys on key ids (the unseeded path's counters, a seed's randomness marked unseeded) with the heavy
+    path on, the prefix as shipped and too short (the fallback): lazy = eager there too."""
+    _table(con, string_keys=True)
+    _mark_unseeded(monkeypatch)
+    eager = _trace_mad2r(con, False, 6, 1.0, **STRESS)
+    seen = _heavy_path(monkeypatch, None if prefix is None else lambda limit: prefix)
+    _same_mad2r(eager, _trace_mad2r(con, True, 6, 1.0, **STRESS))
+    assert seen["prefix"] and seen["restored"] == ([] if prefix is None else [[-2, -1]])

@@ -16,12 +16,17 @@ every key of the universe, mad2r_universe.sql) makes, on the same counter with t
 sub-key, and every decision reads only such draws: the release is the same function of the data and
 the PRF key (bit-identical under a seed; the same distribution unseeded). Only where counters do not
 depend on which keys a round noises (integer keys and key ids, not digest counters), as adaptive SIPS's
-lazy noise; the candidates' per-user top-m runs in the truncation's user-hash passes. Round 2 then reads
+lazy noise; the candidates' per-user top-m runs in the truncation's user-hash passes. A user with more
+than H stored pairs (`heavy_limits`; looked for only when the largest user is over H, read in the cost
+rule's scan) has its candidates ranked over a prefix of round 2's order holding about 16 m of its pairs,
+with a check and a fallback to all of its pairs (`noise_late`): the candidates, and so the release, are
+the same. Round 2 then reads
 a settled cut user's pairs up to its last candidate only (`pruned`; spec §6, "Pruned round-2 input"):
 the truncation keeps none after it, so every user's kept pairs, d and weights are the same.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from scipy.special import ndtr
@@ -42,15 +47,16 @@ LAZY_SHARE = 0.4
 @dataclass(frozen=True)
 class LazyScreen:
     """Round 1's noise draw as `mad2r_screen` drew it lazily (its tag, plan and screen rule), for
-    `noise_late` to draw the rest of it."""
+    `noise_late` to draw the rest of it, and the largest user's stored pairs (`mad2r_lazy`: the heavy gate)."""
 
     tag: int
     plan: RoundPlan
     rule: Rule
+    largest: int = 0
 
 
 def mad2r_lazy(engine: DuckDBStages, pairs: Query, max_contributions: int, plan1: RoundPlan,
-               plan2: RoundPlan) -> bool:
+               plan2: RoundPlan) -> int:
     """Whether `mad2r_screen` draws round 1 lazily: where it pays (else the eager screen). Lazy needs counters
     that are the same whichever keys a round noises (integer keys, key ids; not digest counters, whose collision
     ranks depend on the keys present). It costs an anti-join of the stored pairs with round 1's vectors and a
@@ -62,12 +68,34 @@ def mad2r_lazy(engine: DuckDBStages, pairs: Query, max_contributions: int, plan1
 
     The choice reads the data (the pairs' sizes, not public), as the truncation's pass count does, but both
     paths release the same bits (module docstring: every decision reads only draws the eager rule makes,
-    under the same tags and counters), so only time follows it, never what is released."""
+    under the same tags and counters), so only time follows it, never what is released.
+
+    Returns 0 (eager), else the largest user's stored pair count n_u (≥ 1), read in the same scan: the gate of
+    `noise_late`'s heavy-user prefixes (`heavy_limits`), which likewise sets only which statements run."""
     if collisions_possible(engine.ctx.key_types):
-        return False
+        return 0
     limit = candidate_limit(max_contributions, plan1, plan2)
-    (total, beyond), = engine.ctx.fetch("mad2r_beyond", {"pairs": engine.table_name(pairs)}, {"candidates": limit})
-    return bool(total) and beyond >= LAZY_SHARE * total
+    (total, beyond, largest), = engine.ctx.fetch("mad2r_beyond", {"pairs": engine.table_name(pairs)},
+                                                 {"candidates": limit})
+    return int(largest) if total and beyond >= LAZY_SHARE * total else 0
+
+
+# A heavy user's candidates are ranked over a prefix of its order holding about PREFIX_FACTOR × m of its pairs,
+# for users with more than HEAVY_FACTOR × that many pairs (`heavy_limits`).
+PREFIX_FACTOR = 16
+HEAVY_FACTOR = 16
+
+
+def heavy_limits(limit: int) -> tuple[int, int]:
+    """(P, H) for candidate limit m: a user with more than H = HEAVY_FACTOR · P stored pairs has its candidates
+    ranked over the prefix of round 2's order that about P = PREFIX_FACTOR · m of its pairs lie in
+    [mad2r_prefix.sql] (`noise_late`). P is 16 m so that m of the prefix's pairs are not noised yet unless
+    more than 15/16 of the user's keys were noised in round 1 (held by users who kept them: then the fallback
+    ranks all of its pairs, as before); H keeps the prefix to users whose pairs it cuts at least 16-fold
+    (below, the anti-join and ranking of their pairs cost little). Any (P, H) give the same release
+    (`noise_late`); they set only which statements run and how often the fallback does."""
+    prefix = PREFIX_FACTOR * limit
+    return prefix, HEAVY_FACTOR * prefix
 
 
 def candidate_limit(max_contributions: int, plan1: RoundPlan, plan2: RoundPlan) -> int:
@@ -92,12 +120,12 @@ def mad_weights(engine: DuckDBStages, vectors: Query, plan: RoundPlan) -> Query:
 
 
 def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1: RoundPlan, plan2: RoundPlan,
-                 max_contributions: int, lazy: bool = False) -> tuple[Query, LazyScreen | None]:
+                 max_contributions: int, lazy: int = 0) -> tuple[Query, LazyScreen | None]:
     """Round-1 noisy weights ŵ1 on the whole universe (support ∪ keys of users over Δ0)
     [mad2r_universe.sql], MAD2R's decisions by the engine's `decide_into` with `screen_round1`, and
     only the exceptions (released, removed or biased keys) stored [mad2r_status.sql]: the status table.
-    With `lazy` (module docstring) ŵ1 on the support ∪S̃_u only, and the `LazyScreen` (round 1's tag,
-    plan and rule) for `noise_late`; else None."""
+    With `lazy` (`mad2r_lazy`'s answer, nonzero: module docstring) ŵ1 on the support ∪S̃_u only, and the
+    `LazyScreen` (round 1's tag, plan and rule, the largest user's pairs) for `noise_late`; else None."""
     ctx = engine.ctx
     keys = ctx.key_aliases
     weighted = mad_weights(engine, vectors, plan1)
@@ -106,7 +134,7 @@ def mad2r_screen(engine: DuckDBStages, pairs: Query, vectors: Query, plan1: Roun
         merge(weighted.params, {"max_contributions": max_contributions}))
     rule = screen_exceptions(plan1, plan2)
     # round 1's tag, as the noise stage would draw it, kept for late draws
-    late = LazyScreen(ctx.randomness.next_round(), plan1, rule) if lazy else None
+    late = LazyScreen(ctx.randomness.next_round(), plan1, rule, int(lazy)) if lazy else None
     target = ctx.temp_table("status")
     ctx.execute("mad2r_status", {"target": target, "universe": universe.sql, "keys": keys}, universe.params)
     engine.decide_into(universe, plan1, rule, lambda exceptions: add_exceptions(engine, target, exceptions),
@@ -128,19 +156,54 @@ def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query
     through the screen rule with no weight [mad2r_late_keys.sql → `decide_into` under round 1's tag], their
     exceptions added to `status`; a user cut at m with fewer than Δ0 of those kept for round 2 before the
     cut [mad2r_unsettled.sql] gets all of its keys screened (a second pass). `support`: the round-1 user
-    vectors (∪S̃_u, the keys round 1 noised)."""
+    vectors (∪S̃_u, the keys round 1 noised).
+
+    Heavy users (only when the largest user, `lazy.largest`, has more than H pairs: `heavy_limits`; else the
+    statements above and nothing more). The candidates of a user u with n_u > H stored pairs are ranked over
+    Q_u = {p ∈ S_u : double(π(p)) < b_u} [mad2r_prefix.sql] instead of S_u, b_u = P/n_u · 2⁶⁴ (π: round 2's
+    truncation order under `salt`, a keyed hash on [0, 2⁶⁴); about P of u's pairs lie in Q_u), so the anti-join
+    with the support and the per-user ranking read about P of its pairs, not n_u. Claim: the candidate table is
+    one that mad2r_candidates.sql over all pairs can produce, so everything after it (the late keys, the
+    second pass, the cuts, `pruned`) and the release are unchanged, bit for bit under a seed. Proof: for u with
+    n_u ≤ H, Q_u = S_u. Else, double() is non-decreasing, so double(π(p)) < b_u ≤ double(π(q)) gives π(p) < π(q):
+    Q_u is closed downward in π (pairs tied on π are both in Q_u or both out), and so is its set U'_u of pairs
+    not noised, within u's pairs not noised U_u: every pair of U_u − U'_u follows every pair of U'_u in π.
+    (i) |U'_u| ≥ m: the first m of U'_u in π are the first m of U_u (which of pairs tied at the m-th is taken is
+    left open in both, and mad2r_candidates.sql shows it does not matter). (ii) |U'_u| < m, U'_u possibly
+    empty (u then has no candidate row at all): u is found by the check [mad2r_short.sql: the users over H
+    with fewer than m candidates], its candidates are deleted and ranked again over S_u
+    [mad2r_unprefix.sql, mad2r_candidates.sql over those users]. Which users are over H (the gate reads the
+    pairs' sizes, not public) and P set only which statements run and how often (ii) does, never the
+    candidates (tests/test_lazy_noise.py: lazy = eager with the prefixes on, and with P tiny so that (ii) runs
+    for every heavy user; skipping (ii) is caught)."""
     plan1, rule, tag = lazy.plan, lazy.rule, lazy.tag
     ctx = engine.ctx
     limit = candidate_limit(max_contributions, plan1, plan2)
     pairs_name, support_name, status_name = engine.table_name(pairs), engine.table_name(support), \
         engine.table_name(status)
     order = engine.truncation_order(salt)
-    candidates = engine.store_by_user_part(
-        lambda users, part: engine.query("mad2r_candidates", {"pairs": pairs_name, "support": support_name,
-                                                              "match": ctx.key_match("p", "s"),
-                                                              "order": order.sql, "users": users},
-                                         order.params | {"candidates": limit} | part), "candidates")
-    name = engine.table_name(candidates)
+
+    def ranked(source: str, bound: dict) -> Callable[[str, dict], Query]:   # mad2r_candidates.sql over `source`
+        return lambda users, part: engine.query(
+            "mad2r_candidates", {"pairs": source, "support": support_name, "match": ctx.key_match("p", "s"),
+                                 "order": order.sql, "users": users},
+            order.params | {"candidates": limit} | bound | part)
+    prefix, heavy = heavy_limits(limit)
+    short = None
+    if lazy.largest > heavy:          # some user over H: heavy users' candidates over their prefixes
+        bound = {"heavy": heavy, "prefix": prefix}
+        reduced = engine.query("mad2r_prefix", {"pairs": pairs_name, "order": order.sql}, order.params | bound)
+        candidates = engine.store_by_user_part(ranked(reduced.sql, bound), "candidates")
+        name = engine.table_name(candidates)
+        check = engine.query("mad2r_short", {"pairs": pairs_name, "candidates": name},
+                             {"heavy": heavy, "candidates": limit})
+        short = ctx.temp_table("short")
+        (count,), = ctx.fetch("stage_store", {"target": short, "query": check.sql}, check.params)  # rows made
+        if count:                     # (ii): their prefixes may have cut the ranking short: over all their pairs
+            restore(engine, name, short, ranked(pairs_name, {}))
+    else:
+        candidates = engine.store_by_user_part(ranked(pairs_name, {}), "candidates")
+        name = engine.table_name(candidates)
     late = {"support": support_name, "match": ctx.key_match("p", "s"), "keys": ctx.key_aliases}
 
     def screen(keys: Query) -> None:
@@ -158,9 +221,18 @@ def noise_late(engine: DuckDBStages, pairs: Query, support: Query, status: Query
             "users": f" WHERE p._dp_user IN (SELECT _dp_user FROM {users})"}))
     cuts = engine.store(engine.query("mad2r_cuts", {"candidates": name, "unsettled": users}, {"candidates": limit}),
                         "cuts")
-    ctx.drop(users)
+    ctx.drop(users, *([] if short is None else [short]))
     engine.drop(candidates)
     return cuts
+
+
+def restore(engine: DuckDBStages, candidates: str, short: str, ranked: Callable[[str, dict], Query]) -> None:
+    """`noise_late`'s fallback (ii): the candidates of the heavy users in `short` (mad2r_short.sql) deleted
+    [mad2r_unprefix.sql] and ranked again over all of their pairs (`ranked`: mad2r_candidates.sql over the
+    stored pairs, here over those users only)."""
+    engine.ctx.execute("mad2r_unprefix", {"candidates": candidates, "short": short}, {})
+    full = ranked(f" WHERE _dp_user IN (SELECT _dp_user FROM {short})", {})
+    engine.ctx.execute("stage_append", {"target": candidates, "query": full.sql}, full.params)
 
 
 def pruned(engine: DuckDBStages, pairs: Query, cuts: Query, salt: int) -> Query:
