@@ -12,6 +12,7 @@ Why: the test suite runs ~180 Spark releases in one process; this shows what eac
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
 import subprocess
@@ -81,8 +82,9 @@ def main() -> None:
             out = duckdp.select(spark, spark.createDataFrame(table), algo=algo, epsilon=1, delta=1e-5,
                                 max_contributions=5, seed=1).to_arrow()
             wall, cpu = time.perf_counter() - t0, _cpu() - c0
-            report(f"{algo}{'' if args.repeat == 1 else f' #{i + 1}'} ({out.num_rows} keys, wall {wall:.1f} s, "
-                   f"CPU {cpu:.1f} s, load {os.getloadavg()[0]:.1f})")
+            digest = hashlib.sha256(repr(out.to_pylist()).encode()).hexdigest()[:12]      # same seed: same keys
+            report(f"{algo}{'' if args.repeat == 1 else f' #{i + 1}'} ({out.num_rows} keys {digest}, "
+                   f"wall {wall:.1f} s, CPU {cpu:.1f} s, load {os.getloadavg()[0]:.1f})")
     time.sleep(5)
     report("5 s later")
     spark.stop()
