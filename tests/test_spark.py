@@ -380,3 +380,45 @@ def test_executor_without_duckdp_is_one_clear_error():
     assert err is not None and "cannot import duckdp" in str(err) and "PYSPARK_PYTHON" in str(err)
     assert "\n" not in str(err)
     assert missing_duckdp(RuntimeError("some other failure")) is None
+
+
+def _plan(df) -> str:
+    """The physical plan `df` ran (its adaptive plan's final form: AQE turns joins into broadcasts at run time)."""
+    df.collect()
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def test_runs_plan_no_automatic_broadcasts_and_restore_the_session(spark):
+    """A run's joins are not broadcast automatically (on a local master every broadcast stays deserialized in the
+    driver's heap until a GC: RESULTS.md "Spark driver memory across releases (stop 32)"), and the user's session
+    comes back as it was: thresholds unset stay unset, set ones keep their value, after an error and a release too,
+    and nested runs restore only when the last one closes; no stored frame is left persisted."""
+    from duckdp.spark.lifecycle import BROADCAST_CONFS, open_run
+
+    threshold, adaptive = BROADCAST_CONFS
+    df = spark.createDataFrame([(u, f"k{u % 7}") for u in range(60)], "user_id long, item string")
+    small = spark.createDataFrame([("k1",), ("k2",)], "item string")
+    joined = df.join(small, "item", "left_anti")
+    assert "BroadcastHashJoin" in _plan(joined)            # Spark's default here: a broadcast (the test can fail)
+    assert not {threshold, adaptive} & set(spark.conf.getAll)
+    persisted = len(spark.sparkContext._jsc.getPersistentRDDs())
+    with open_run(spark, df, "user_id", "item") as stages:
+        assert stages.store(stages.pairs()).count() == 60
+        keys = small.withColumnRenamed("item", "_dp_k0")
+        assert "BroadcastHashJoin" not in _plan(stages.remove(stages.pairs(), keys))
+        assert spark.conf.get(threshold) == spark.conf.get(adaptive) == "-1"
+        with open_run(spark, df, "user_id", "item"):       # a second run open at once (another thread's)
+            pass
+        assert spark.conf.get(threshold) == "-1"
+    assert not {threshold, adaptive} & set(spark.conf.getAll)       # unset again, not set to the default's value
+    spark.conf.set(threshold, "20MB")
+    try:
+        with pytest.raises(RuntimeError, match="inside"), open_run(spark, df, "user_id", "item"):
+            assert spark.conf.get(threshold) == "-1"
+            raise RuntimeError("failed inside a run")
+        assert spark.conf.getAll.get(threshold) == "20MB" and adaptive not in spark.conf.getAll
+        duckdp.select(spark, df, algo="weighted_gaussian", rho=0.5, delta=1e-6, max_contributions=2, seed=1)
+        assert spark.conf.getAll.get(threshold) == "20MB" and adaptive not in spark.conf.getAll
+        assert len(spark.sparkContext._jsc.getPersistentRDDs()) == persisted
+    finally:
+        spark.conf.unset(threshold)
