@@ -422,3 +422,25 @@ def test_runs_plan_no_automatic_broadcasts_and_restore_the_session(spark):
         assert len(spark.sparkContext._jsc.getPersistentRDDs()) == persisted
     finally:
         spark.conf.unset(threshold)
+
+
+def test_cluster_sessions_keep_their_broadcast_settings():
+    """On a non-local master (or Spark Connect, no SparkContext) a run leaves the session's conf untouched."""
+    from types import SimpleNamespace
+
+    from duckdp.spark.lifecycle import no_auto_broadcast
+
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"conf.{name} used on a cluster session")
+
+    class Connect:
+        conf = Untouchable()
+
+        @property
+        def sparkContext(self):
+            raise RuntimeError("no SparkContext on Spark Connect")
+
+    for session in (SimpleNamespace(sparkContext=SimpleNamespace(master="yarn"), conf=Untouchable()), Connect()):
+        with no_auto_broadcast(session):
+            pass

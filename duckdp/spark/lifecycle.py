@@ -29,6 +29,14 @@ _scopes: dict[int, tuple[int, dict[str, str | None]]] = {}     # id(session) →
 _scopes_lock = threading.Lock()
 
 
+def _local_master(spark: SparkSession) -> bool:
+    """Whether the session runs on a local master (executors in the driver's JVM); False on Spark Connect."""
+    try:
+        return str(spark.sparkContext.master).startswith("local")
+    except Exception:                 # Spark Connect has no SparkContext: its executors are the server's
+        return False
+
+
 @contextmanager
 def no_auto_broadcast(spark: SparkSession) -> Iterator[None]:
     """No automatic broadcast joins while a run is open; the session's own settings back afterwards.
@@ -41,8 +49,10 @@ def no_auto_broadcast(spark: SparkSession) -> Iterator[None]:
     releases (stop 32)", where the time cost of sort-merge joins instead is measured). The thresholds are session
     settings, so they are set to -1 while any duckdp run on this session is open (runs in several threads share one
     save) and each is put back exactly as it was, unset if it was unset, when the last run closes. Queries other
-    threads run on the same session meanwhile plan without automatic broadcasts too (their results are the same)."""
-    if AUTO_BROADCAST:
+    threads run on the same session meanwhile plan without automatic broadcasts too (their results are the same).
+    Local masters only: on a cluster the executors hold their broadcasts in their own JVMs, and a sort-merge join
+    in place of a broadcast shuffles the large side, a cost not measured there; Spark plans as configured."""
+    if AUTO_BROADCAST or not _local_master(spark):
         yield
         return
     conf: Any = spark.conf
