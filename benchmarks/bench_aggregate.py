@@ -49,7 +49,8 @@ How each tool is configured (its best documented setting for an (ε, δ) budget,
               OpenDP's float-sum sensitivity inflation). Keys are replaced by a fixed 64-bit hash before
               the query and mapped back after: truncate_num_groups(keep="sample") fails on polars 1.36
               ("multiple fields with name"), and keep="first" on the hash is the same global hash order
-              that "sample" uses (fixed: hash seed 7 in every run; --opendp-order seeded: 1000 + seed). Note
+              that "sample" uses: hash seed 1000 + seed, a fresh order per seed as duckdp's salt and OpenDP's
+              own "sample" give (--opendp-order fixed: seed 7 in every run, the runs before stop 32). Note
               OpenDP 0.16's keep="first" filters `rank("dense") < Δ0` with ranks from 1, so it keeps Δ0 − 1
               keys per user (benchmarks/mean_gap_opendp.py checks it) while its noise is for Δ0.
               Margins: max_length = max_groups = the row count (loose public bounds).
@@ -419,9 +420,9 @@ def main() -> None:
                    help="duckdp's selection_share (default: its own, 0.4; 0.6 with keys=threshold)")
     p.add_argument("--nullable", action="store_true",
                    help="duckdp does not declare the value column not-null (its plan before not_null existed)")
-    p.add_argument("--opendp-order", choices=("fixed", "seeded"), default="fixed",
-                   help="OpenDP's Δ0 order: the keys' polars hash(7), the same in every run (default), or "
-                        "hash(1000 + seed), a fresh order per seed like duckdp's salted one")
+    p.add_argument("--opendp-order", choices=("fixed", "seeded"), default="seeded",
+                   help="OpenDP's Δ0 order: hash(1000 + seed), a fresh order per seed like duckdp's salted one "
+                        "(default), or the keys' polars hash(7), the same in every run (the runs before stop 32)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--spec", help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
