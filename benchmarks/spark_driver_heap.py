@@ -21,6 +21,7 @@ import time
 import numpy as np
 import psutil
 import pyarrow as pa
+from bench_spark_threshold import _tree_cpu  # benchmarks/ is on the path when run as a script
 from pyspark.sql import SparkSession
 
 import duckdp
@@ -30,14 +31,7 @@ from duckdp.spark import use_driver_python
 
 def _cpu() -> float:
     """CPU seconds of this process and its children, recursively (the JVM and its Python workers)."""
-    total = sum(psutil.Process().cpu_times()[:2])
-    for p in psutil.Process().children(recursive=True):
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system + t.children_user + t.children_system
-        except psutil.Error:
-            pass
-    return total
+    return sum(psutil.Process().cpu_times()[:2]) + _tree_cpu()
 
 
 def main() -> None:
