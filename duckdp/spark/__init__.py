@@ -39,14 +39,20 @@ def use_driver_python(spark: SparkSession) -> None:
     master the workers are on this machine, so this interpreter is the right one; on a cluster the
     executors' Python is the cluster's business (see `executor_errors`).
     """
-    if os.environ.get("PYSPARK_PYTHON"):
+    if os.environ.get("PYSPARK_PYTHON") or not local_master(spark):
         return
-    try:
-        sc = spark.sparkContext            # Spark Connect has none: its workers are the server's
-    except Exception:
-        return
-    if str(sc.master).startswith("local") and sc.pythonExec == _DEFAULT_PYTHON:
+    sc = spark.sparkContext
+    if sc.pythonExec == _DEFAULT_PYTHON:
         sc.pythonExec = sys.executable
+
+
+def local_master(spark: SparkSession) -> bool:
+    """Whether the session runs on a local master (executors in the driver's JVM, workers on this machine);
+    False on Spark Connect, which has no SparkContext (its workers are the server's)."""
+    try:
+        return str(spark.sparkContext.master).startswith("local")
+    except Exception:
+        return False
 
 
 def missing_duckdp(exc: BaseException) -> DuckDPError | None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..rng import Randomness
 from ..source import ItemCol
-from . import executor_errors, use_driver_python
+from . import executor_errors, local_master, use_driver_python
 from .source import SparkSource, check_nulls, resolve
 from .stages import SparkStages
 
@@ -27,14 +27,6 @@ BROADCAST_CONFS = ("spark.sql.autoBroadcastJoinThreshold", "spark.sql.adaptive.a
 AUTO_BROADCAST = False          # True: leave the session's thresholds alone (benchmarks/spark_driver_heap.py's A/B)
 _scopes: dict[int, tuple[int, dict[str, str | None]]] = {}     # id(session) → (its open runs, saved settings)
 _scopes_lock = threading.Lock()
-
-
-def _local_master(spark: SparkSession) -> bool:
-    """Whether the session runs on a local master (executors in the driver's JVM); False on Spark Connect."""
-    try:
-        return str(spark.sparkContext.master).startswith("local")
-    except Exception:                 # Spark Connect has no SparkContext: its executors are the server's
-        return False
 
 
 @contextmanager
@@ -52,7 +44,7 @@ def no_auto_broadcast(spark: SparkSession) -> Iterator[None]:
     threads run on the same session meanwhile plan without automatic broadcasts too (their results are the same).
     Local masters only: on a cluster the executors hold their broadcasts in their own JVMs, and a sort-merge join
     in place of a broadcast shuffles the large side, a cost not measured there; Spark plans as configured."""
-    if AUTO_BROADCAST or not _local_master(spark):
+    if AUTO_BROADCAST or not local_master(spark):
         yield
         return
     conf: Any = spark.conf
