@@ -117,13 +117,13 @@ def _uniform_overwriting(v: np.ndarray) -> np.ndarray:
     return u
 
 
-def standard(kind: str, u: np.ndarray) -> np.ndarray:
-    """A standard `kind` draw from uniforms u by inversion."""
+def standard(kind: str, u: np.ndarray, overwrite: bool = False) -> np.ndarray:
+    """A standard `kind` draw from uniforms u by inversion; `overwrite`: u may hold the result (Gaussian: in place)."""
     if kind == "gaussian":
         # imported here, not with the module: a Spark worker that draws no Gaussian never loads scipy
         from scipy.special import ndtri
 
-        return ndtri(u)
+        return ndtri(u, out=u) if overwrite else ndtri(u)
     if kind == "laplace":
         v = u - 0.5
         return -np.sign(v) * np.log1p(-2.0 * np.abs(v))
@@ -145,11 +145,7 @@ def _u64(x: npt.ArrayLike) -> np.ndarray:
 def _draw(kind: str, key: PRFKey, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     """standard(kind, uniform_from_words(key.words(hi, lo))), the same values with fewer fresh arrays."""
     u = _uniform_overwriting(key.words(hi, lo))        # `words` returns a new array
-    if kind != "gaussian":
-        return standard(kind, u)
-    from scipy.special import ndtri  # on first use, as in `standard`
-
-    return ndtri(u, out=u)
+    return standard(kind, u, overwrite=True)
 
 
 def noise(kind: str, key: PRFKey, round_tag: int, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike,
