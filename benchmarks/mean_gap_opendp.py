@@ -159,7 +159,7 @@ def duckdp_noiseless(spec: dict, keys, eps: float, delta: float, seed: int) -> d
 def opendp_truncated(spec: dict, hash_seed: int = 7, keys: list | None = None, keep: int | None = None) -> dict:
     """OpenDP's kept pairs without noise (the bench's query): per user the `keep` groups of smallest
     hash(hash_seed) (default Δ0 − 1: `rank("dense") < Δ0`, ranks from 1), one row per (user, key); per key
-    len and mean. `keys`: filter to them first (the `fixed` mode's query)."""
+    len, sum and mean. `keys`: filter to them first (the `fixed` mode's query)."""
     import polars as pl
     u, k, v = spec["user"], spec["key"], spec["value"]
     df = pl.read_parquet(spec["path"], columns=[u, k, v])
@@ -169,8 +169,9 @@ def opendp_truncated(spec: dict, hash_seed: int = 7, keys: list | None = None, k
     df = df.filter(pl.int_range(pl.len()).over(u, "_k") < 1)            # truncate_per_group(1, keep="first")
     cut = spec["d0"] if keep is None else keep + 1
     df = df.filter(pl.struct("_k").rank("dense").over(u) < cut)
-    g = df.group_by(k).agg(pl.len().alias("n"), pl.col(v).mean().alias("m"))
-    return {str(a): {"users": float(n), "mean": float(m)} for a, n, m in zip(g[k], g["n"], g["m"], strict=True)}
+    g = df.group_by(k).agg(pl.len().alias("n"), pl.col(v).sum().alias("s"), pl.col(v).mean().alias("m"))
+    return {str(a): {"users": float(n), "sum": float(x), "mean": float(m)}
+            for a, n, x, m in zip(g[k], g["n"], g["s"], g["m"], strict=True)}
 
 
 def cmd_decompose(args: argparse.Namespace) -> None:

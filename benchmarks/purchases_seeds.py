@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 import bench_aggregate as ba  # noqa: E402
-from mean_gap_opendp import med, rel_errs, spread  # noqa: E402
+from mean_gap_opendp import med, opendp_truncated, rel_errs, spread  # noqa: E402
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -115,19 +115,6 @@ def cmd_report(args: argparse.Namespace) -> None:
                 print(line.replace("{mark}", "*" if ratio == worst and len(lines) > 1 else ""))
 
 
-def opendp_kept(spec: dict, hash_seed: int) -> dict:
-    """OpenDP's kept pairs without noise (mean_gap_opendp.opendp_truncated's query, Δ0 − 1 groups per user by
-    hash(hash_seed)), with the sum: per key users, sum and mean of the kept rows."""
-    import polars as pl
-    u, k, v = spec["user"], spec["key"], spec["value"]
-    df = pl.read_parquet(spec["path"], columns=[u, k, v]).with_columns(pl.col(k).hash(hash_seed).alias("_k"))
-    df = df.filter(pl.int_range(pl.len()).over(u, "_k") < 1)
-    df = df.filter(pl.struct("_k").rank("dense").over(u) < spec["d0"])
-    g = df.group_by(k).agg(pl.len().alias("n"), pl.col(v).sum().alias("s"), pl.col(v).mean().alias("m"))
-    return {str(a): {"users": float(n), "sum": float(x), "mean": float(m)}
-            for a, n, x, m in zip(g[k], g["n"], g["s"], g["m"], strict=True)}
-
-
 def cmd_decompose(args: argparse.Namespace) -> None:
     """Truncation bias alone on the keys the noisy runs share: duckdp rerun with the same seed and its metrics'
     noise removed (mean_gap_opendp.duckdp_noiseless), OpenDP's kept pairs in the order the run used."""
@@ -143,7 +130,7 @@ def cmd_decompose(args: argparse.Namespace) -> None:
         ba.make_purchases(args.rows, path)
     spec = ba.dataset_spec("purchases", str(path), 10)
     seeds = sorted(set(runs["opendp"]))[: args.seeds]
-    okept = {s: opendp_kept(spec, 1000 + s) for s in seeds}
+    okept = {s: opendp_truncated(spec, 1000 + s) for s in seeds}
     print("| duckdp tool | metric | seeds | duckdp | duckdp no noise | OpenDP | OpenDP no noise | ratio | "
           "ratio, no noise [95 %] |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
