@@ -19,7 +19,6 @@ import subprocess
 import time
 
 import numpy as np
-import psutil
 import pyarrow as pa
 from bench_spark_threshold import _tree_cpu  # benchmarks/ is on the path when run as a script
 from pyspark.sql import SparkSession
@@ -31,6 +30,8 @@ from duckdp.spark import use_driver_python
 
 def _cpu() -> float:
     """CPU seconds of this process and its children, recursively (the JVM and its Python workers)."""
+    import psutil  # the `bench` extra; imported here so `--help` runs without it (the slow suite checks that)
+
     return sum(psutil.Process().cpu_times()[:2]) + _tree_cpu()
 
 
