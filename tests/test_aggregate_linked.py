@@ -57,14 +57,14 @@ def linked(p) -> set[tuple[str, str, str]]:
     ({"keys": "public"}, {("s", "avg", "avg.count")}),
     ({"keys": "threshold"}, {("s", "avg", "avg.count")}),               # the mean's own count draw
     ({"keys": "threshold", "not_null": "v", "max_rows_per_key": 2}, {("s", "avg", "avg.count")}),
-    ({"keys": "threshold", "not_null": "v"}, set()),                    # C is the threshold's draw: not linked
-])
+    ({"keys": "threshold", "not_null": "v"}, {("s", "avg", "s.count")}),  # the mean's C is the threshold's draw:
+])                                                                      # the sum buys its own row count to link
 def test_a_sum_and_a_mean_on_one_column_and_bounds_are_linked_except_through_the_threshold(kw, expected):
     p = plan(**kw)
     assert linked(p) == expected
-    if not expected:
-        assert p.measure("avg", "count").tag == THRESHOLD_TAG
-        return
+    if kw.get("keys") == "threshold" and "not_null" in kw and "max_rows_per_key" not in kw:
+        assert p.measure("avg", "count").tag == THRESHOLD_TAG     # the mean still divides by the threshold's count
+        assert p.measure("s", "link").tag != THRESHOLD_TAG and p.reading("s", "link").half_width is None
     assert "linked (spec §3.2" in "\n".join(p.report_lines())
     link, = p.links
     s, c, n, off = link.identities[0]
@@ -82,6 +82,40 @@ def test_measures_without_an_exact_identity_are_not_linked(metrics):
     assert plan(metrics).links == ()
     assert plan(metrics, not_null=[c for c in ("v", "w") if any(
         isinstance(x, tuple) and x[1] == c for x in metrics.values())]).links == ()
+
+
+@pytest.mark.parametrize("lower, upper", [(0, 500), (100, 500), (-3, 50), (-500, -100), (1, 5), (-5, 5)])
+def test_a_threshold_sum_splits_its_part_with_a_row_count_at_the_pooled_optimum(lower, upper):
+    """keys="threshold", m = 1, declared column: the threshold's count cannot link (§3.2), so the sum's part buys
+    an unbiased row count C' and the sum pools S̃ with S̃_c + o·C̃' (the mean's centred sum, paid by the mean).
+    The split maximises the pooled precision a/s² + 1/(h²/b + o²/c) (checked on a grid), capped so the plain sum
+    keeps a draw; the total ρ is unchanged and the sum's sd is below the σ its whole part would give."""
+    metrics = {"u": "users", "s": ("sum", "v", lower, upper), "avg": ("mean", "v", lower, upper)}
+    p = plan(metrics, keys="threshold", not_null="v", budget=ZCDP(0.5, 1e-6))
+    without = plan(metrics, keys="threshold", not_null="v", max_rows_per_key=1, budget=ZCDP(0.5, 1e-6),
+                   metric_shares={"s": 0.5, "avg": 0.5})
+    assert p.rho == without.rho and p.spent == without.spent
+    sm, cm = p.measure("s", "sum"), p.measure("avg", "sum")
+    lo, hi = round(lower / sm.step), round(upper / sm.step)
+    o = (lo + hi) // 2
+    if o == 0:                                   # S = S_c already: a row count would add nothing
+        assert p.links == () and [m.part for m in p.measures] == ["users", "sum", "sum"]
+        return
+    c = p.measure("s", "link")
+    part = sm.rho + c.rho                        # the sum's whole part, as before the split
+    assert part == pytest.approx(cm.rho, rel=1e-12)    # even metric shares: the mean's part is all its S_c's
+    s_, h = max(abs(lo), abs(hi)), max(o - lo, hi - o)
+
+    def precision(x: float) -> float:
+        return (part - x) / s_**2 + 1 / (h**2 / cm.rho + o**2 / x)
+    grid = [part * k / 1000 for k in range(1, 1000)]
+    best = max(grid, key=precision)
+    assert precision(c.rho) >= precision(min(best, 63 / 64 * part)) * (1 - 1e-9)
+    assert precision(c.rho) >= 63 / 64 * precision(best)
+    link, = p.links
+    sd = link.sd[link.measures.index(p.measures.index(sm))]
+    own = sm.sensitivity / math.sqrt(2 * part)   # the σ the sum's whole part would give its own draw
+    assert sd < own and sd == pytest.approx(1 / math.sqrt(2 * precision(c.rho)) * math.sqrt(10), rel=1e-6)
 
 
 def test_means_on_other_bounds_sharing_one_count_form_one_group():
@@ -143,9 +177,10 @@ def simulate(p, n: int, seed: int, s_c: int, count: int):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("not_null", [None, "v"])
-def test_linked_sums_are_unbiased_with_the_variance_the_plan_states_and_means_gain(not_null):
-    p = plan(not_null=not_null, confidence=0.9)
+@pytest.mark.parametrize("not_null, keys, mean_gain", [(None, "select", 0.95), ("v", "select", 0.95),
+                                                       ("v", "threshold", 1.0)])   # threshold: C' only (≤ 2 %)
+def test_linked_sums_are_unbiased_with_the_variance_the_plan_states_and_means_gain(not_null, keys, mean_gain):
+    p = plan(not_null=not_null, confidence=0.9, keys=keys)
     link, = p.links
     s_idx = link.identities[0][0]
     sd = link.sd[link.measures.index(s_idx)]
@@ -165,14 +200,15 @@ def test_linked_sums_are_unbiased_with_the_variance_the_plan_states_and_means_ga
     ms, mc = p.measure("avg", "sum"), p.measure("avg", "count")   # the mean: paired against the unlinked one
     unlinked = finish_mean(noisy[(ms.metric, ms.part)], noisy[(mc.metric, mc.part)], 0, 500, ms.step, ms.offset)
     true_mean = (ms.offset + s_c / count) * ms.step
-    assert np.mean((out["avg"] - true_mean) ** 2) < 0.95 * np.mean((unlinked - true_mean) ** 2)
+    assert np.mean((out["avg"] - true_mean) ** 2) < mean_gain * np.mean((unlinked - true_mean) ** 2)
     assert abs(np.mean(out["avg"] - true_mean)) < 4 * np.std(out["avg"]) / math.sqrt(n) + 1e-3
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("keys", ["select", "threshold"])
 @pytest.mark.parametrize("confidence", [0.8, 0.95])
-def test_linked_intervals_cover_at_the_nominal_rate_and_are_not_loose(confidence):
-    p = plan(not_null="v", confidence=confidence)
+def test_linked_intervals_cover_at_the_nominal_rate_and_are_not_loose(confidence, keys):
+    p = plan(not_null="v", confidence=confidence, keys=keys)
     n, count = 20000, 400
     s_c = 30 * count * 256
     out, _, truth = simulate(p, n, 6, s_c, count)
@@ -240,7 +276,9 @@ def test_linked_half_width_covers_against_exact_enumeration(sigmas, off, coverag
 # ---------------------------------------------------------------- the engines' true values meet the identity
 
 @pytest.mark.parametrize("kw", [{}, {"not_null": "v"}, {"max_rows_per_key": 2},
-                                {"max_rows_per_key": 2, "not_null": "v"}])
+                                {"max_rows_per_key": 2, "not_null": "v"},
+                                {"keys": "threshold", "not_null": "v"}])     # the sum's own row count C'
+
 def test_with_zero_noise_the_linked_release_is_the_true_bounded_statistic(con, kw):
     """If the engine's S, S_c and C were not over the same rows (NULLs, the row sample, a declared column's
     midpoint), P·y ≠ y and the zero-noise release would move off the truth."""
@@ -253,7 +291,8 @@ def test_with_zero_noise_the_linked_release_is_the_true_bounded_statistic(con, k
     t = pa.table({"user_id": users, "item": items, "v": pa.array(vals, from_pandas=True)})
     zero = mock.patch("duckdp.aggregate_noise.noise",
                       lambda r, tag, hi, lo, sigma, ranks=None: np.zeros(hi.size, dtype=np.int64))
-    args = {"by": "item", "keys": list(range(12)), "rho": 1.0, "delta": 1e-6, "max_contributions": 50, "seed": 3}
+    args = {"by": "item", "keys": kw.pop("keys", list(range(12))), "rho": 1.0, "delta": 1e-6,
+            "max_contributions": 50, "seed": 3}
     with zero:
         agg = duckdp.aggregate(con, t, metrics=SUM_MEAN, **args, **kw)
         ref = duckdp.aggregate(con, t, metrics={"s": SUM_MEAN["s"]}, **args, **kw)

@@ -409,3 +409,14 @@ def test_declared_not_null_release_identical(spark):
                 max_contributions=10, not_null=["v"], seed=4)
     assert len(a.plan.measures) == 3
     assert_identical(a, b)
+
+
+def test_threshold_sum_with_its_row_count_identical(spark):
+    """keys='threshold', m = 1, a declared column with a sum and a mean on the same bounds: the sum's own row count
+    (spec §3.2 "The threshold's count") is one more measure the executors compute; same plan and numbers."""
+    t = ratings(n_users=1500, n_keys=30, seed=5)
+    a, b = both(spark, t, by="item", keys="threshold", rho=1.0, delta=1e-6, max_contributions=20, seed=6,
+                not_null="rating", confidence=0.9,
+                metrics={"raters": "users", "stars": ("sum", "rating", 1, 5), "avg": ("mean", "rating", 1, 5)})
+    assert a.plan.measure("stars", "link").part == "count" and a.plan.links and len(b) > 10
+    assert_identical(a, b)

@@ -121,8 +121,9 @@ def parse_metrics(metrics: Any) -> tuple[Metric, ...]:
 @dataclass(frozen=True)
 class Reading:
     """How one metric reads a measure: `role` is "users", "count" or "sum" (a mean reads a "sum" and a
-    "count"); `half_width` (grid steps) covers the measure's noise with probability `coverage` (a mean's two
-    readings each at 1 − (1 − c)/2, union bound), so metrics sharing a measure keep their own intervals."""
+    "count"; a keys="threshold" sum may read a "link": its row count, spec §3.2, no interval); `half_width`
+    (grid steps) covers the measure's noise with probability `coverage` (a mean's two readings each at
+    1 − (1 − c)/2, union bound), so metrics sharing a measure keep their own intervals."""
 
     metric: str
     role: str
@@ -204,7 +205,7 @@ class AggregatePlan:
     links: tuple[Link, ...] = ()           # measures released as one estimate (spec §3.2)
 
     def measure(self, metric: str, role: str) -> Measure:
-        """The measure that `metric` reads in `role` ("users", "count", "sum")."""
+        """The measure that `metric` reads in `role` ("users", "count", "sum", "link")."""
         return self._read(metric, role)[0]
 
     def reading(self, metric: str, role: str) -> Reading:
@@ -373,8 +374,10 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
     which the plan cannot know without reading data), shared by means on that column — unless the column is
     declared in `not_null` (public, data-independent): then every sampled row is counted, a NULL read as the
     grid midpoint, and the count is the row count itself. A mean's centred sum: shared by means with the same
-    (column, lower, upper). A sum: shared only by identical sums — reading a mean's centred sum and count
-    instead would add offset² times the count's variance (spec §3.1)."""
+    (column, lower, upper). With keys="threshold", m = 1, a sum on a declared column with a mean on the same
+    bounds (offset ≠ 0) also reads `_LINK_COUNT` (role "link"): an unconditioned row count that links it to the
+    mean's centred sum (spec §3.2 "The threshold's count"). A sum: shared only by identical sums — reading a
+    mean's centred sum and count instead would add offset² times the count's variance (spec §3.1)."""
     out: dict[tuple, list[tuple[str, str, bool]]] = {}
     rows = _THRESHOLD if threshold and m == 1 else ("count", None)     # the row count's draw
     for mt in metrics:
@@ -389,7 +392,45 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
             out.setdefault(("sum", "centred", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", True))
             count = rows if mt.column in not_null else ("count", mt.column)
             out.setdefault(count, []).append((mt.name, "count", True))
+    if rows == _THRESHOLD:          # a sum the threshold's count cannot link (§3.2) buys an unbiased row count
+        for key in [k for k in out if k[:2] == ("sum", "plain")]:   # one per distinct sum (identical sums: §3.1)
+            col, lower, upper = key[2:]
+            if col in not_null and ("sum", "centred", col, lower, upper) in out and _link_gain(lower, upper):
+                out.setdefault(_LINK_COUNT, []).append((out[key][0][0], "link", False))
     return out
+
+
+_LINK_COUNT = ("count", None)       # with keys="threshold" and m = 1 the row count is otherwise the threshold's draw
+_LINK_CAP = 63 / 64                 # the most of a sum's part its link count takes (see _link_share)
+
+
+def _grid(lower: float | None, upper: float | None) -> tuple[int, int, int]:
+    """A mean's grid numbers for [lower, upper]: (s, h, o) = (max(|lo|, |hi|), max(o − lo, hi − o), o), the
+    plain sum's and centred sum's per-row bounds and the offset, in grid steps (plan_aggregate's sensitivities)."""
+    if lower is None or upper is None:
+        raise InternalError("invariant failed: a sum or mean has bounds")
+    lo, hi = grid_bounds(lower, upper, grid_step(lower, upper))
+    o = (lo + hi) // 2
+    return max(abs(lo), abs(hi)), max(o - lo, hi - o), o
+
+
+def _link_gain(lower: float | None, upper: float | None) -> bool:
+    """Whether a link count improves the sum at all: its optimal part (_link_share) is 0 when the offset is 0."""
+    return _grid(lower, upper)[2] != 0
+
+
+def _link_share(lower: float | None, upper: float | None, b: float, part: float) -> float:
+    """The part of a sum's `part` of the metrics' budget that buys its link count C' (keys="threshold", m = 1,
+    declared column, spec §3.2), given the part `b` of the mean's centred sum S_c on the same column and bounds.
+
+    The sum is estimated from S̃ (part a) and S̃_c + o·C̃' (parts b, c), a + c = part; per row and per unit of
+    (m√Δ0)² the variances are s²/(2a), h²/(2b), o²/(2c), so the pooled precision is 2[a/s² + 1/(h²/b + o²/c)],
+    concave in c, with its maximum at c* = b·|o|·(s − |o|)/h² (derivative zero). At the bounds [0, U] c* = b: all of
+    the sum's part to C' when b = part. c is capped at 63/64 of the part so the plain sum keeps a draw and the
+    three draws stay one least-squares estimate (§3.2); when c* is above the cap this loses at most 1/64 of the
+    optimum's precision (the precision P is concave with P(0) > 0, so P(λc) ≥ λP(c))."""
+    s, h, o = _grid(lower, upper)
+    return min(b * abs(o) * (s - abs(o)) / h**2, _LINK_CAP * part)
 
 
 def _not_null(not_null: Any, metrics: tuple[Metric, ...]) -> tuple[str, ...]:
@@ -432,6 +473,13 @@ def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]],
     for s_q, c_q in reads.items():
         if c_q == _THRESHOLD:    # C is the threshold's draw, paid by the selection's part: S gets the mean's whole part
             weights[s_q] = centred[s_q]
+    if _LINK_COUNT in quantities and any(role == "link" for _, role, _ in quantities[_LINK_COUNT]):
+        weights[_LINK_COUNT] = 0.0                # each linked sum passes part of its own part to the row count
+        for name, _, _ in quantities[_LINK_COUNT]:
+            plain = next(q for q, rs in quantities.items() if q[:2] == ("sum", "plain") and rs[0][0] == name)
+            c = _link_share(plain[3], plain[4], weights[("sum", "centred") + plain[2:]], weights[plain])
+            weights[plain] -= c
+            weights[_LINK_COUNT] += c
     for c_q in dict.fromkeys(q for q in reads.values() if q != _THRESHOLD):
         parts = sorted((centred[s_q] for s_q in centred if reads[s_q] == c_q), reverse=True)
         a, k = weights[c_q], 0
@@ -570,7 +618,7 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
             sigma = zcdp_sigma(r, sens)  # σ = Δ/√(2ρ) (Bun & Steinke 2016 Prop. 1.6; CKS20 Prop. 4)
         reads = []
         for name, role, is_mean in readers:
-            cov = mean_coverage if is_mean else confidence
+            cov = None if role == "link" else mean_coverage if is_mean else confidence
             reads.append(Reading(name, role, cov, None if cov is None else half_width(sigma, cov)))
         measures.append(Measure(owner.name, part, float(sens), sigma, r, step, off, q_tag, reads[0].coverage,
                                 reads[0].half_width, tuple(reads)))
@@ -603,8 +651,10 @@ def _linked(quantities: dict[tuple, list[tuple[str, str, bool]]], measures: list
     declared column, whose NULLs are read as o) are over the same kept rows with the same grid values (§2 stages
     3–5), so S = S_c + o·C holds exactly on the true integers (short of the ±2⁶² saturation). Not linked: a count
     that is the threshold's draw (keys="threshold", m = 1, declared column: its noise is conditioned on the key
-    passing, so a sum read through it would lose its unbiasedness and its interval), and quantities on other
-    bounds or columns, whose clipping differs. Each identity has its own plain sum, so they are independent."""
+    passing, so a sum read through it would lose its unbiasedness and its interval) — there the sum's own row
+    count C' (`_LINK_COUNT`, bought with part of the sum's part: _link_share) takes its place —, and quantities
+    on other bounds or columns, whose clipping differs. Each identity has its own plain sum, so they are
+    independent."""
     index = {q: i for i, q in enumerate(quantities)}
     count_of = {name: q for q, rs in quantities.items() for name, role, is_mean in rs if is_mean and role == "count"}
     mean_reads = {(name, role) for rs in quantities.values() for name, role, is_mean in rs if is_mean}
@@ -613,7 +663,10 @@ def _linked(quantities: dict[tuple, list[tuple[str, str, bool]]], measures: list
         plain = ("sum", "plain", *q[2:])
         if q[:2] != ("sum", "centred") or plain not in index:
             continue
-        c = index[count_of[readers[0][0]]]
+        count = count_of[readers[0][0]]
+        if count == _THRESHOLD and _LINK_COUNT in index:
+            count = _LINK_COUNT   # the sum's own row count (keys="threshold", m = 1, declared column)
+        c = index[count]
         if measures[c].tag != THRESHOLD_TAG:
             groups.setdefault(c, []).append((index[plain], index[q], c, measures[index[q]].offset))
     links = []
