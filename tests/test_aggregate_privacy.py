@@ -126,8 +126,9 @@ def test_sigma_uses_l2_sensitivity():
 
 @pytest.mark.parametrize("budget", [ZCDP(0.5, 1e-6), ZCDP(3e-3, 1e-9), EpsDelta(1.0, 1e-6)])
 @pytest.mark.parametrize("keys", ["select", "threshold", "public"])
-def test_sigma_reproduces_each_measures_rho(budget, keys):
-    p = plan(budget, keys=keys, max_rows_per_key=2)
+@pytest.mark.parametrize("kw", [{"max_rows_per_key": 2}, {"not_null": "rating"}])   # the latter: threshold's C'
+def test_sigma_reproduces_each_measures_rho(budget, keys, kw):
+    p = plan(budget, keys=keys, **kw)
     for m in p.measures:
         if m.rho:
             achieved = m.sensitivity**2 / (2 * m.sigma**2)
