@@ -12,6 +12,7 @@ Why: the test suite runs ~180 Spark releases in one process; this shows what eac
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import shutil
@@ -47,7 +48,8 @@ def main() -> None:
     ap.add_argument("--auto-broadcast", action="store_true",
                     help="keep Spark's automatic broadcast joins during releases (duckdp before stop 32)")
     args = ap.parse_args()
-    duckdp.spark.lifecycle.AUTO_BROADCAST = args.auto_broadcast
+    if args.auto_broadcast:     # the session's thresholds left alone: runs plan as before stop 32
+        duckdp.spark.lifecycle.no_auto_broadcast = lambda spark: contextlib.nullcontext()
     spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", args.driver_memory)
              .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 # Spark's size thresholds under which it broadcasts a join side on its own (the adaptive one falls back to the
 # first when unset); -1 turns automatic broadcasting off, explicit `broadcast` hints still apply.
 BROADCAST_CONFS = ("spark.sql.autoBroadcastJoinThreshold", "spark.sql.adaptive.autoBroadcastJoinThreshold")
-AUTO_BROADCAST = False          # True: leave the session's thresholds alone (benchmarks/spark_driver_heap.py's A/B)
 _scopes: dict[int, tuple[int, dict[str, str | None]]] = {}     # id(session) → (its open runs, saved settings)
 _scopes_lock = threading.Lock()
 
@@ -44,7 +43,7 @@ def no_auto_broadcast(spark: SparkSession) -> Iterator[None]:
     threads run on the same session meanwhile plan without automatic broadcasts too (their results are the same).
     Local masters only: on a cluster the executors hold their broadcasts in their own JVMs, and a sort-merge join
     in place of a broadcast shuffles the large side, a cost not measured there; Spark plans as configured."""
-    if AUTO_BROADCAST or not local_master(spark):
+    if not local_master(spark):
         yield
         return
     conf: Any = spark.conf
