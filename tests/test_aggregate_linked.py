@@ -73,15 +73,50 @@ def test_a_sum_and_a_mean_on_one_column_and_bounds_are_linked_except_through_the
 
 
 @pytest.mark.parametrize("metrics", [
-    {"s": ("sum", "v", 0, 500), "avg": ("mean", "v", 0, 400)},            # other bounds: other clipping
-    {"s": ("sum", "v", 0, 500), "avg": ("mean", "w", 0, 500)},            # other column
-    {"s": ("sum", "v", 0, 500), "n": "count"},
-    {"avg": ("mean", "v", 0, 500), "n": "count", "u": "users"},
+    {"avg": ("mean", "v", 0, 500), "n": "count", "u": "users"},           # no sum
+    {"s": ("sum", "v", -5, 5), "n": "count"},                             # offset 0: S = S_c already
 ])
 def test_measures_without_an_exact_identity_are_not_linked(metrics):
     assert plan(metrics).links == ()
     assert plan(metrics, not_null=[c for c in ("v", "w") if any(
         isinstance(x, tuple) and x[1] == c for x in metrics.values())]).links == ()
+
+
+@pytest.mark.parametrize("metrics, kw, expected", [
+    ({"s": ("sum", "v", 0, 500), "n": "count"}, {}, set()),              # count: all rows, NULLs too
+    ({"s": ("sum", "v", 0, 500), "n": "count"}, {"not_null": "v"}, {("s", "s", "n.count")}),
+    ({"s": ("sum", "v", 0, 500), "u": "users"}, {"not_null": "v"}, {("s", "s", "u.count")}),   # m = 1: rows
+    ({"s": ("sum", "v", 0, 500), "u": "users"}, {"not_null": "v", "max_rows_per_key": 2}, set()),  # users ≠ rows
+    ({"s": ("sum", "v", 0, 500), "u": "users"}, {"not_null": "v", "keys": "public"}, {("s", "s", "u.count")}),
+    ({"s": ("sum", "v", 0, 500), "u": "users"}, {"not_null": "v", "keys": "threshold"}, set()),   # its draw
+    ({"s": ("sum", "v", 0, 500), "avg": ("mean", "v", 0, 400)}, {},      # the mean's non-NULL count of v
+     {("s", "s", "avg.count")}),
+    ({"s": ("sum", "v", 0, 500), "avg": ("mean", "w", 0, 500)}, {}, set()),   # w's count: other rows
+    ({"s": ("sum", "v", 0, 500), "avg": ("mean", "w", 0, 500)}, {"not_null": ["v", "w"]},  # both: the row count
+     {("s", "s", "avg.count")}),
+])
+def test_a_sum_with_a_count_drawn_anyway_buys_its_own_centred_sum(metrics, kw, expected):
+    """Spec §3.2 "A count drawn anyway": a sum with no mean on its bounds, whose rows a drawn count counts exactly
+    (a declared column's row count, or the column's non-NULL count a mean on other bounds reads), passes part of
+    its part to a centred sum S_c on its own bounds and is released as the estimate from S̃ and S̃_c + o·C̃: the
+    same ρ, a smaller sd. Not where the count is the threshold's draw, counts other rows, or users ≠ rows."""
+    p = plan(metrics, **kw)
+    assert linked(p) == expected
+    if not expected:
+        return
+    sm, cm = p.measure("s", "sum"), p.measure("s", "link")
+    assert cm.part == "centred" and cm.offset != 0 and sm.offset == 0 and cm.step == sm.step
+    assert cm.readers[0].half_width is None
+    link, = p.links
+    c = p.measures[link.identities[0][2]]
+    part = sm.rho + cm.rho                       # the sum's whole part, as without the link
+    s_, h, o = (max(abs(x) for x in (0, round(500 / sm.step))), round(500 / sm.step) - cm.offset, cm.offset)
+    assert cm.rho == pytest.approx(min(c.rho * h * (s_ - h) / o**2, 63 / 64 * part), rel=1e-12)
+    sd = link.sd[link.measures.index(p.measures.index(sm))]
+    own = sm.sensitivity / math.sqrt(2 * part)   # the σ of its own draw at its whole part
+    assert sd < own
+    if c.rho >= part:                            # [0, 500], the count's part ≥ the sum's: ≈ ×√½
+        assert sd < 0.75 * own
 
 
 @pytest.mark.parametrize("lower, upper", [(0, 500), (100, 500), (-3, 50), (-500, -100), (1, 5), (-5, 5)])
@@ -275,11 +310,19 @@ def test_linked_half_width_covers_against_exact_enumeration(sigmas, off, coverag
 
 # ---------------------------------------------------------------- the engines' true values meet the identity
 
-@pytest.mark.parametrize("kw", [{}, {"not_null": "v"}, {"max_rows_per_key": 2},
-                                {"max_rows_per_key": 2, "not_null": "v"},
-                                {"keys": "threshold", "not_null": "v"}])     # the sum's own row count C'
+SUM_ONLY = {"s": SUM_MEAN["s"]}
 
-def test_with_zero_noise_the_linked_release_is_the_true_bounded_statistic(con, kw):
+
+@pytest.mark.parametrize("metrics, kw", [
+    (SUM_MEAN, {}), (SUM_MEAN, {"not_null": "v"}), (SUM_MEAN, {"max_rows_per_key": 2}),
+    (SUM_MEAN, {"max_rows_per_key": 2, "not_null": "v"}),
+    (SUM_MEAN, {"keys": "threshold", "not_null": "v"}),                  # the sum's own row count C'
+    ({"u": "users"} | SUM_ONLY, {"not_null": "v"}),                      # the sum's own S_c, the users' row count
+    ({"n": "count"} | SUM_ONLY, {"not_null": "v", "max_rows_per_key": 2}),
+    ({"avg": ("mean", "v", 0, 400)} | SUM_ONLY, {}),                     # … the mean's non-NULL count (NULLs)
+    ({"avg": ("mean", "v", 0, 400)} | SUM_ONLY, {"max_rows_per_key": 3}),
+])
+def test_with_zero_noise_the_linked_release_is_the_true_bounded_statistic(con, metrics, kw):
     """If the engine's S, S_c and C were not over the same rows (NULLs, the row sample, a declared column's
     midpoint), P·y ≠ y and the zero-noise release would move off the truth."""
     rng = np.random.default_rng(8)
@@ -294,13 +337,15 @@ def test_with_zero_noise_the_linked_release_is_the_true_bounded_statistic(con, k
     args = {"by": "item", "keys": kw.pop("keys", list(range(12))), "rho": 1.0, "delta": 1e-6,
             "max_contributions": 50, "seed": 3}
     with zero:
-        agg = duckdp.aggregate(con, t, metrics=SUM_MEAN, **args, **kw)
-        ref = duckdp.aggregate(con, t, metrics={"s": SUM_MEAN["s"]}, **args, **kw)
-        ref_mean = duckdp.aggregate(con, t, metrics={"avg": SUM_MEAN["avg"]}, **args, **kw)
-    assert agg.plan.links
+        agg = duckdp.aggregate(con, t, metrics=metrics, **args, **kw)
+        ref = duckdp.aggregate(con, t, metrics=SUM_ONLY, **args, **kw)
+        ref_mean = duckdp.aggregate(con, t, metrics={"avg": metrics["avg"]}, **args, **kw) if "avg" in metrics else None
+    assert agg.plan.links and not ref.plan.links
     out = agg.to_arrow()
     assert out.column("s").to_pylist() == ref.to_arrow().column("s").to_pylist()        # unlinked: the truth
-    assert out.column("avg").to_numpy() == pytest.approx(ref_mean.to_arrow().column("avg").to_numpy(), abs=1e-9)
+    if ref_mean is not None:
+        assert out.column("avg").to_numpy() == pytest.approx(ref_mean.to_arrow().column("avg").to_numpy(),
+                                                             abs=1e-9)
     # power: a wrong identity (offset off by one) does move the zero-noise release
     link, = agg.plan.links
     s, c, cnt, off = link.identities[0]
@@ -314,6 +359,6 @@ def test_with_zero_noise_the_linked_release_is_the_true_bounded_statistic(con, k
 
 def test_plan_is_charged_the_same_with_and_without_the_link():
     a = plan(budget=ZCDP(0.3, 1e-6))
-    b = plan(budget=ZCDP(0.3, 1e-6), metrics={"u": "users", "s": ("sum", "v", 0, 500), "avg": ("mean", "v", 0, 499)})
+    b = plan(budget=ZCDP(0.3, 1e-6), metrics={"u": "users", "s": ("sum", "v", 0, 500), "avg": ("mean", "w", 0, 500)})
     assert a.links and not b.links and a.rho == b.rho
     assert [m.rho for m in a.measures] == [m.rho for m in b.measures]          # the same split: nothing moves

@@ -411,12 +411,16 @@ def test_declared_not_null_release_identical(spark):
     assert_identical(a, b)
 
 
-def test_threshold_sum_with_its_row_count_identical(spark):
-    """keys='threshold', m = 1, a declared column with a sum and a mean on the same bounds: the sum's own row count
-    (spec §3.2 "The threshold's count") is one more measure the executors compute; same plan and numbers."""
+@pytest.mark.parametrize("keys, metrics, part", [
+    ("threshold", {"raters": "users", "stars": ("sum", "rating", 1, 5), "avg": ("mean", "rating", 1, 5)}, "count"),
+    ("dpsips", {"raters": "users", "stars": ("sum", "rating", 1, 5)}, "centred"),
+])
+def test_a_sums_own_link_measure_identical(spark, keys, metrics, part):
+    """A declared column, m = 1 (spec §3.2): with keys='threshold' a sum and a mean on the same bounds, the sum's
+    own row count ("The threshold's count"); a sum beside users, its own centred sum ("A count drawn anyway") —
+    one more measure the engines compute; the same plan and numbers on both."""
     t = ratings(n_users=1500, n_keys=30, seed=5)
-    a, b = both(spark, t, by="item", keys="threshold", rho=1.0, delta=1e-6, max_contributions=20, seed=6,
-                not_null="rating", confidence=0.9,
-                metrics={"raters": "users", "stars": ("sum", "rating", 1, 5), "avg": ("mean", "rating", 1, 5)})
-    assert a.plan.measure("stars", "link").part == "count" and a.plan.links and len(b) > 10
+    a, b = both(spark, t, by="item", keys=keys, rho=1.0, delta=1e-6, max_contributions=20, seed=6,
+                not_null="rating", confidence=0.9, metrics=metrics)
+    assert a.plan.measure("stars", "link").part == part and a.plan.links and len(b) > 10
     assert_identical(a, b)

@@ -136,7 +136,8 @@ class Measure:
     """One noisy integer per released key, drawn once and read by every metric in `readers` (post-processing,
     Dwork & Roth Prop. 2.1). `part` is what the engine computes per key on the grid: "users" (distinct users),
     "count" (rows; for a mean's count, rows whose value is not NULL) or "sum" (Σ round(clip(v)/step) − offset
-    per row), on the column and bounds of `metric`, its first reader; it gets N_Z(0, sigma²) from PRF
+    per row; "centred" for a sum's own centred sum, spec §3.2), on the column and bounds of `metric`, its first
+    reader; it gets N_Z(0, sigma²) from PRF
     sub-key K[b"aggm", tag]. `rho` = sensitivity²/(2σ²), or 0 for the threshold's own draw (tag
     THRESHOLD_TAG); `coverage`/`half_width` are the first reader's."""
 
@@ -244,7 +245,7 @@ class AggregatePlan:
                          f"σ = {m.sigma:.6g} grid steps, ρ = {m.rho:.6g}; one draw read by {read}")
         for link in self.links:
             ms = self.measures
-            ids = "; ".join(f"{ms[s].metric}.sum = {ms[c].metric}.sum + {o}·{ms[n].metric}.{ms[n].part}"
+            ids = "; ".join(f"{ms[s].metric}.sum = {ms[c].metric}.{ms[c].part} + {o}·{ms[n].metric}.{ms[n].part}"
                             for s, c, n, o in link.identities)
             sds = ", ".join(f"{ms[i].metric}.{ms[i].part} {ms[i].sigma:.6g} → {sd:.6g}"
                             for i, sd in zip(link.measures, link.sd, strict=True))
@@ -374,10 +375,12 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
     which the plan cannot know without reading data), shared by means on that column — unless the column is
     declared in `not_null` (public, data-independent): then every sampled row is counted, a NULL read as the
     grid midpoint, and the count is the row count itself. A mean's centred sum: shared by means with the same
-    (column, lower, upper). With keys="threshold", m = 1, a sum on a declared column with a mean on the same
-    bounds (offset ≠ 0) also reads `_LINK_COUNT` (role "link"): an unconditioned row count that links it to the
-    mean's centred sum (spec §3.2 "The threshold's count"). A sum: shared only by identical sums — reading a
-    mean's centred sum and count instead would add offset² times the count's variance (spec §3.1)."""
+    (column, lower, upper). A sum: shared only by identical sums — reading a mean's centred sum and count
+    instead would add offset² times the count's variance (spec §3.1). A sum with offset ≠ 0 may also read a
+    quantity of its own (role "link", spec §3.2): with keys="threshold", m = 1, a declared column and a mean on
+    its bounds, `_LINK_COUNT`, an unconditioned row count ("The threshold's count"); with no mean on its bounds
+    but a drawn count of exactly its rows (`_count_of_rows`), a centred sum on its bounds ("A count drawn
+    anyway")."""
     out: dict[tuple, list[tuple[str, str, bool]]] = {}
     rows = _THRESHOLD if threshold and m == 1 else ("count", None)     # the row count's draw
     for mt in metrics:
@@ -392,11 +395,17 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
             out.setdefault(("sum", "centred", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", True))
             count = rows if mt.column in not_null else ("count", mt.column)
             out.setdefault(count, []).append((mt.name, "count", True))
-    if rows == _THRESHOLD:          # a sum the threshold's count cannot link (§3.2) buys an unbiased row count
-        for key in [k for k in out if k[:2] == ("sum", "plain")]:   # one per distinct sum (identical sums: §3.1)
-            col, lower, upper = key[2:]
-            if col in not_null and ("sum", "centred", col, lower, upper) in out and _link_gain(lower, upper):
-                out.setdefault(_LINK_COUNT, []).append((out[key][0][0], "link", False))
+    for key in [k for k in out if k[:2] == ("sum", "plain")]:   # one per distinct sum (identical sums: §3.1)
+        col, lower, upper = key[2:]
+        centred, owner = ("sum", "centred", col, lower, upper), out[key][0][0]
+        count = rows if col in not_null else ("count", col)       # what counts exactly the sum's rows
+        if not _link_gain(lower, upper):
+            continue
+        if centred in out:          # a mean on the same bounds: linked through its count (§3.2) ...
+            if count == _THRESHOLD:     # ... which the threshold's draw cannot be: the sum buys a row count
+                out.setdefault(_LINK_COUNT, []).append((owner, "link", False))
+        elif count in out and count != _THRESHOLD:   # a count drawn anyway: the sum buys a centred sum to link
+            out[centred] = [(owner, "link", False)]
     return out
 
 
@@ -417,6 +426,16 @@ def _grid(lower: float | None, upper: float | None) -> tuple[int, int, int]:
 def _link_gain(lower: float | None, upper: float | None) -> bool:
     """Whether a link count improves the sum at all: its optimal part (_link_share) is 0 when the offset is 0."""
     return _grid(lower, upper)[2] != 0
+
+
+def _centred_share(lower: float | None, upper: float | None, c: float, part: float) -> float:
+    """The part of a sum's `part` that buys a centred sum S_c on its bounds when no mean has one but a count C of
+    exactly its rows is drawn anyway (part `c`: a users/count metric's row count, or a mean's count on other
+    bounds; spec §3.2 "A count drawn anyway"). The sum pools S̃ (part a) with S̃_c + o·C̃ (parts b, c), a + b =
+    part; as in `_link_share` the precision a/s² + 1/(h²/b + o²/c) is concave in b, here maximal at
+    b* = c·h·(s − h)/o² (at the bounds [0, U]: b* = c), capped at 63/64 of the part (S keeps a draw)."""
+    s, h, o = _grid(lower, upper)
+    return min(c * h * (s - h) / o**2, _LINK_CAP * part)
 
 
 def _link_share(lower: float | None, upper: float | None, b: float, part: float) -> float:
@@ -447,8 +466,8 @@ def _not_null(not_null: Any, metrics: tuple[Metric, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(cols))
 
 
-def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]],
-                     metric_share: dict[str, float]) -> dict[tuple, float]:
+def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]], metric_share: dict[str, float],
+                     not_null: frozenset[str] = frozenset()) -> dict[tuple, float]:
     """Each budgeted quantity's share of the metrics' part of ρ (spec §4 "Budget"), summing to Σ metric_share.
 
     users/count/sum readers give their whole share to the quantity they read. The means reading one count C
@@ -465,7 +484,7 @@ def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]],
         if q == _THRESHOLD:
             count_of |= {name: q for name, role, is_mean in readers if is_mean and role == "count"}
             continue
-        weights[q] = math.fsum(metric_share[name] for name, _, is_mean in readers if not is_mean)
+        weights[q] = math.fsum(metric_share[name] for name, role, is_mean in readers if not is_mean and role != "link")
         if any(is_mean and role == "sum" for _, role, is_mean in readers):
             centred[q] = math.fsum(metric_share[name] for name, _, _ in readers)
         count_of |= {name: q for name, role, is_mean in readers if is_mean and role == "count"}
@@ -474,8 +493,7 @@ def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]],
         if c_q == _THRESHOLD:    # C is the threshold's draw, paid by the selection's part: S gets the mean's whole part
             weights[s_q] = centred[s_q]
     if _LINK_COUNT in quantities and any(role == "link" for _, role, _ in quantities[_LINK_COUNT]):
-        weights[_LINK_COUNT] = 0.0                # each linked sum passes part of its own part to the row count
-        for name, _, _ in quantities[_LINK_COUNT]:
+        for name, _, _ in quantities[_LINK_COUNT]:   # each linked sum passes part of its own part to the row count
             plain = next(q for q, rs in quantities.items() if q[:2] == ("sum", "plain") and rs[0][0] == name)
             c = _link_share(plain[3], plain[4], weights[("sum", "centred") + plain[2:]], weights[plain])
             weights[plain] -= c
@@ -491,7 +509,20 @@ def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]],
         for s_q in centred:
             if reads[s_q] == c_q:
                 weights[s_q] = min(centred[s_q], t)
+    for q, readers in quantities.items():          # a sum's own centred sum, once its count's part is final
+        if q[:2] == ("sum", "centred") and readers[0][1] == "link":
+            plain = ("sum", "plain") + q[2:]
+            b = _centred_share(q[3], q[4], weights[_count_of_rows(q, not_null)], weights[plain])
+            weights[plain] -= b
+            weights[q] += b
     return weights
+
+
+def _count_of_rows(centred: tuple, not_null: frozenset[str]) -> tuple:
+    """The drawn count that counts exactly the rows a sum's own centred sum (role "link") adds up, as
+    `_quantities` chose it: the row count for a declared column (every kept row, a NULL read as the offset),
+    else the column's non-NULL count."""
+    return ("count", None) if centred[2] in not_null else ("count", centred[2])
 
 
 def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_rows_per_key: int = 1,
@@ -564,7 +595,8 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
                                f"noisy count (keys='threshold'), which takes the whole budget")
     shares = _shares(metric_shares, [mt.name for mt in budgeted], free) if budgeted else []
 
-    weights = _quantity_shares(quantities, dict(zip([mt.name for mt in budgeted], shares, strict=True)))
+    weights = _quantity_shares(quantities, dict(zip([mt.name for mt in budgeted], shares, strict=True)),
+                               frozenset(declared))
 
     # Total ρ and the selection's δ (spec §accounting).
     if isinstance(budget, ZCDP):
@@ -593,7 +625,7 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
     tag = THRESHOLD_TAG + 1
     for q, readers in quantities.items():
         owner = next(mt for mt in metric_specs if mt.name == readers[0][0])
-        part = q[0]
+        part = "centred" if q[:2] == ("sum", "centred") and owner.kind == "sum" else q[0]   # a sum's own S_c
         if q == _THRESHOLD:
             if threshold is None:
                 raise InternalError("invariant failed: a threshold plan has a threshold")
@@ -610,9 +642,9 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
                     raise InternalError("invariant failed: owner.lower is not None and owner.upper is not None")
                 step = grid_step(owner.lower, owner.upper)
                 lo, hi = grid_bounds(owner.lower, owner.upper, step)
-                if owner.kind == "sum":  # ≤ m values in [lo, hi] grid steps per key: ℓ2 = m·max(|lo|, |hi|)·√Δ0
+                if q[1] == "plain":      # ≤ m values in [lo, hi] grid steps per key: ℓ2 = m·max(|lo|, |hi|)·√Δ0
                     sens = m * max(abs(lo), abs(hi)) * root
-                else:                    # a mean's centred sum: values within max(o − lo, hi − o) of the offset
+                else:                    # a centred sum: values within max(o − lo, hi − o) of the offset
                     off = (lo + hi) // 2
                     sens = m * max(off - lo, hi - off) * root
             sigma = zcdp_sigma(r, sens)  # σ = Δ/√(2ρ) (Bun & Steinke 2016 Prop. 1.6; CKS20 Prop. 4)
@@ -623,7 +655,7 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
         measures.append(Measure(owner.name, part, float(sens), sigma, r, step, off, q_tag, reads[0].coverage,
                                 reads[0].half_width, tuple(reads)))
 
-    measures, links = _linked(quantities, measures)
+    measures, links = _linked(quantities, measures, frozenset(declared))
     total = math.fsum([auto_rho, sel_rho or 0.0] + [x.rho for x in measures])
     spent = _spent(budget, total, sel_delta)
     sel_budget = ZCDP(sel_rho, sel_delta) if keys == "select" and sel_rho is not None else None
@@ -641,8 +673,8 @@ def _spent(budget: Budget, rho: float, sel_delta: float) -> Spent:
 
 # ---------------------------------------------------------------- linked measures (spec §3.2)
 
-def _linked(quantities: dict[tuple, list[tuple[str, str, bool]]], measures: list[Measure]
-            ) -> tuple[list[Measure], tuple[Link, ...]]:
+def _linked(quantities: dict[tuple, list[tuple[str, str, bool]]], measures: list[Measure],
+            not_null: frozenset[str] = frozenset()) -> tuple[list[Measure], tuple[Link, ...]]:
     """The identities S = S_c + o·C between the plan's measures and, per group of identities sharing a count,
     its least-squares matrix; the group's readers get half-widths for the combined estimate (spec §3.2).
 
@@ -663,7 +695,7 @@ def _linked(quantities: dict[tuple, list[tuple[str, str, bool]]], measures: list
         plain = ("sum", "plain", *q[2:])
         if q[:2] != ("sum", "centred") or plain not in index:
             continue
-        count = count_of[readers[0][0]]
+        count = _count_of_rows(q, not_null) if readers[0][1] == "link" else count_of[readers[0][0]]
         if count == _THRESHOLD and _LINK_COUNT in index:
             count = _LINK_COUNT   # the sum's own row count (keys="threshold", m = 1, declared column)
         c = index[count]
