@@ -121,7 +121,7 @@ def parse_metrics(metrics: Any) -> tuple[Metric, ...]:
 @dataclass(frozen=True)
 class Reading:
     """How one metric reads a measure: `role` is "users", "count" or "sum" (a mean reads a "sum" and a
-    "count"; a keys="threshold" sum may read a "link": its row count, spec §3.2, no interval); `half_width`
+    "count"; a sum may read a "link": a measure of its own that only links it, spec §3.2, no interval); `half_width`
     (grid steps) covers the measure's noise with probability `coverage` (a mean's two readings each at
     1 − (1 − c)/2, union bound), so metrics sharing a measure keep their own intervals."""
 
@@ -410,11 +410,11 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
 
 
 _LINK_COUNT = ("count", None)       # with keys="threshold" and m = 1 the row count is otherwise the threshold's draw
-_LINK_CAP = 63 / 64                 # the most of a sum's part its link count takes (see _link_share)
+_LINK_CAP = 63 / 64                 # the most of a sum's part its own link measure takes (_link_share, _centred_share)
 
 
 def _grid(lower: float | None, upper: float | None) -> tuple[int, int, int]:
-    """A mean's grid numbers for [lower, upper]: (s, h, o) = (max(|lo|, |hi|), max(o − lo, hi − o), o), the
+    """The grid numbers of a sum or mean on [lower, upper]: (s, h, o) = (max(|lo|, |hi|), max(o − lo, hi − o), o), the
     plain sum's and centred sum's per-row bounds and the offset, in grid steps (plan_aggregate's sensitivities)."""
     if lower is None or upper is None:
         raise InternalError("invariant failed: a sum or mean has bounds")
@@ -424,7 +424,7 @@ def _grid(lower: float | None, upper: float | None) -> tuple[int, int, int]:
 
 
 def _link_gain(lower: float | None, upper: float | None) -> bool:
-    """Whether a link count improves the sum at all: its optimal part (_link_share) is 0 when the offset is 0."""
+    """Whether a measure of the sum's own can help it: with offset 0, S = S_c and the optimal parts are 0."""
     return _grid(lower, upper)[2] != 0
 
 
@@ -685,8 +685,9 @@ def _linked(quantities: dict[tuple, list[tuple[str, str, bool]]], measures: list
     that is the threshold's draw (keys="threshold", m = 1, declared column: its noise is conditioned on the key
     passing, so a sum read through it would lose its unbiasedness and its interval) — there the sum's own row
     count C' (`_LINK_COUNT`, bought with part of the sum's part: _link_share) takes its place —, and quantities
-    on other bounds or columns, whose clipping differs. Each identity has its own plain sum, so they are
-    independent."""
+    on other bounds or columns, whose clipping differs. A sum with no mean on its bounds links through its own
+    centred sum (role "link", _centred_share) and the drawn count of its rows (`_count_of_rows`). Each identity
+    has its own plain sum, so they are independent."""
     index = {q: i for i, q in enumerate(quantities)}
     count_of = {name: q for q, rs in quantities.items() for name, role, is_mean in rs if is_mean and role == "count"}
     mean_reads = {(name, role) for rs in quantities.values() for name, role, is_mean in rs if is_mean}
