@@ -519,17 +519,20 @@ def test_several_centred_sums_on_one_count_each_split_given_the_others():
     assert alone.measure("avg", "sum").rho == alone.measure("avg", "count").rho == 0.25
 
 
+@pytest.mark.parametrize("metrics", [None, {"u": "users", "s": ("sum", "rating", 0, 5)},      # a sum's own S_c
+                                     {"s": ("sum", "rating", 0, 5), "m": ("mean", "rating", 1, 4)}])
 @pytest.mark.parametrize("keys", ["select", "threshold", "public"])
-def test_spent_never_exceeds_the_request_with_shared_counts(keys):
-    """The accounting tests' grid with a declared column (shared count, the water-filled split): Σ parts = ρ."""
+def test_spent_never_exceeds_the_request_with_shared_counts(keys, metrics):
+    """The accounting tests' grid with a declared column (shared count, the water-filled split, a sum's own link
+    measure — C' or S_c, spec §3.2): Σ parts = ρ."""
     for declared in (None, ["rating"]):
         for rho in (1e-3, 0.1, 1.0, 10.0):
-            p = plan(ZCDP(rho, 1e-6), keys=keys, not_null=declared)
+            p = plan(ZCDP(rho, 1e-6), metrics, keys=keys, not_null=declared)
             parts = [m.rho for m in p.measures] + [p.selection_budget.rho if p.selection_budget else 0.0]
             parts.append(p.threshold.rho if p.threshold else 0.0)
             assert math.fsum(parts) == p.rho == p.spent.rho == rho
         for eps in (0.1, 1.0, 5.0):
-            p = plan(EpsDelta(eps, 1e-6), keys=keys, not_null=declared)
+            p = plan(EpsDelta(eps, 1e-6), metrics, keys=keys, not_null=declared)
             assert p.spent.epsilon <= eps and p.spent.delta <= 1e-6
 
 
