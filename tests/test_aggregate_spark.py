@@ -407,7 +407,9 @@ def test_declared_not_null_release_identical(spark):
     table = stage_table(False)
     a, b = both(spark, table, by="item", metrics=STAGE_METRICS, keys=PUBLIC, rho=0.5, delta=1e-6,
                 max_contributions=10, not_null=["v"], seed=4)
-    assert len(a.plan.measures) == 3
+    # the row count (u, n, m's count), s, m's centred sum, and s's own centred sum that links it (spec §3.2)
+    assert [(m.metric, m.part) for m in a.plan.measures] == [("u", "count"), ("s", "sum"), ("m", "sum"),
+                                                             ("s", "centred")]
     assert_identical(a, b)
 
 
