@@ -410,7 +410,7 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
 
 
 _LINK_COUNT = ("count", None)       # with keys="threshold" and m = 1 the row count is otherwise the threshold's draw
-_LINK_CAP = 63 / 64                 # the most of a sum's part its own link measure takes (_link_share, _centred_share)
+_LINK_CAP = 63 / 64                 # the most of a sum's part its own link measure takes (_own_share)
 
 
 def _grid(lower: float | None, upper: float | None) -> tuple[int, int, int]:
@@ -428,28 +428,22 @@ def _link_gain(lower: float | None, upper: float | None) -> bool:
     return _grid(lower, upper)[2] != 0
 
 
-def _centred_share(lower: float | None, upper: float | None, c: float, part: float) -> float:
-    """The part of a sum's `part` that buys a centred sum S_c on its bounds when no mean has one but a count C of
-    exactly its rows is drawn anyway (part `c`: a users/count metric's row count, or a mean's count on other
-    bounds; spec §3.2 "A count drawn anyway"). The sum pools S̃ (part a) with S̃_c + o·C̃ (parts b, c), a + b =
-    part; as in `_link_share` the precision a/s² + 1/(h²/b + o²/c) is concave in b, here maximal at
-    b* = c·h·(s − h)/o² (at the bounds [0, U]: b* = c), capped at 63/64 of the part (S keeps a draw)."""
+def _own_share(lower: float | None, upper: float | None, buys: str, other: float, part: float) -> float:
+    """The part of a sum's `part` of the metrics' budget that buys a measure of its own that links it (spec §3.2):
+    `buys` "count", a row count C' (keys="threshold", m = 1, declared column: "The threshold's count"), given the
+    part `other` of the mean's centred sum S_c on the same bounds; or "centred", a centred sum S_c on its own
+    bounds, given the part `other` of a count C of exactly its rows drawn anyway ("A count drawn anyway").
+
+    The sum is estimated from S̃ (part a) and S̃_c + o·C̃ (parts b, c), a + (the bought part) = `part`; per row and
+    per unit of (m√Δ0)² the variances are s²/(2a), h²/(2b), o²/(2c), so the pooled precision is
+    2[a/s² + 1/(h²/b + o²/c)], concave in the bought part x, whose derivative vanishes at x* = other·v(s − v)/w²
+    with v the bought measure's per-row bound and w the other's (C': v = |o|, w = h; S_c: v = h, w = |o|). At
+    the bounds [0, U], v = w = s/2: x* = other. x is capped at 63/64 of the part so the plain sum keeps a draw and
+    the three draws stay one least-squares estimate; above the cap this loses at most 1/64 of the optimum's
+    precision (the precision P is concave with P(0) > 0, so P(λx) ≥ λP(x))."""
     s, h, o = _grid(lower, upper)
-    return min(c * h * (s - h) / o**2, _LINK_CAP * part)
-
-
-def _link_share(lower: float | None, upper: float | None, b: float, part: float) -> float:
-    """The part of a sum's `part` of the metrics' budget that buys its link count C' (keys="threshold", m = 1,
-    declared column, spec §3.2), given the part `b` of the mean's centred sum S_c on the same column and bounds.
-
-    The sum is estimated from S̃ (part a) and S̃_c + o·C̃' (parts b, c), a + c = part; per row and per unit of
-    (m√Δ0)² the variances are s²/(2a), h²/(2b), o²/(2c), so the pooled precision is 2[a/s² + 1/(h²/b + o²/c)],
-    concave in c, with its maximum at c* = b·|o|·(s − |o|)/h² (derivative zero). At the bounds [0, U] c* = b: all of
-    the sum's part to C' when b = part. c is capped at 63/64 of the part so the plain sum keeps a draw and the
-    three draws stay one least-squares estimate (§3.2); when c* is above the cap this loses at most 1/64 of the
-    optimum's precision (the precision P is concave with P(0) > 0, so P(λc) ≥ λP(c))."""
-    s, h, o = _grid(lower, upper)
-    return min(b * abs(o) * (s - abs(o)) / h**2, _LINK_CAP * part)
+    v, w = (abs(o), h) if buys == "count" else (h, abs(o))
+    return min(other * v * (s - v) / w**2, _LINK_CAP * part)
 
 
 def _not_null(not_null: Any, metrics: tuple[Metric, ...]) -> tuple[str, ...]:
@@ -495,7 +489,7 @@ def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]], metri
     if _LINK_COUNT in quantities and any(role == "link" for _, role, _ in quantities[_LINK_COUNT]):
         for name, _, _ in quantities[_LINK_COUNT]:   # each linked sum passes part of its own part to the row count
             plain = next(q for q, rs in quantities.items() if q[:2] == ("sum", "plain") and rs[0][0] == name)
-            c = _link_share(plain[3], plain[4], weights[("sum", "centred") + plain[2:]], weights[plain])
+            c = _own_share(plain[3], plain[4], "count", weights[("sum", "centred") + plain[2:]], weights[plain])
             weights[plain] -= c
             weights[_LINK_COUNT] += c
     for c_q in dict.fromkeys(q for q in reads.values() if q != _THRESHOLD):
@@ -512,7 +506,7 @@ def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]], metri
     for q, readers in quantities.items():          # a sum's own centred sum, once its count's part is final
         if q[:2] == ("sum", "centred") and readers[0][1] == "link":
             plain = ("sum", "plain") + q[2:]
-            b = _centred_share(q[3], q[4], weights[_count_of_rows(q, not_null)], weights[plain])
+            b = _own_share(q[3], q[4], "centred", weights[_count_of_rows(q, not_null)], weights[plain])
             weights[plain] -= b
             weights[q] += b
     return weights
@@ -684,9 +678,9 @@ def _linked(quantities: dict[tuple, list[tuple[str, str, bool]]], measures: list
     3–5), so S = S_c + o·C holds exactly on the true integers (short of the ±2⁶² saturation). Not linked: a count
     that is the threshold's draw (keys="threshold", m = 1, declared column: its noise is conditioned on the key
     passing, so a sum read through it would lose its unbiasedness and its interval) — there the sum's own row
-    count C' (`_LINK_COUNT`, bought with part of the sum's part: _link_share) takes its place —, and quantities
+    count C' (`_LINK_COUNT`, bought with part of the sum's part: _own_share) takes its place —, and quantities
     on other bounds or columns, whose clipping differs. A sum with no mean on its bounds links through its own
-    centred sum (role "link", _centred_share) and the drawn count of its rows (`_count_of_rows`). Each identity
+    centred sum (role "link", _own_share) and the drawn count of its rows (`_count_of_rows`). Each identity
     has its own plain sum, so they are independent."""
     index = {q: i for i, q in enumerate(quantities)}
     count_of = {name: q for q, rs in quantities.items() for name, role, is_mean in rs if is_mean and role == "count"}
