@@ -15,7 +15,6 @@ or MovieLens 100k (rating ∈ [1, 5]); the value column is declared not-null unl
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -27,25 +26,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from ab_checkouts import import_old  # noqa: E402
-from bench_aggregate import MOVIELENS, _quote, dataset_spec, make_purchases  # noqa: E402
-from mean_gap_opendp import spread  # noqa: E402
+from bench_aggregate import MOVIELENS, _quote, dataset_spec, make_purchases, truth  # noqa: E402
+from mean_gap_opendp import med, rel_errs, spread  # noqa: E402
 
 import duckdp  # noqa: E402
 
 KINDS = ("users", "count", "sum", "mean")
-
-
-def truth(con: duckdb.DuckDBPyConnection, spec: dict) -> dict[str, dict[str, float]]:
-    """Exact (unbounded) users, rows, sum and mean of the value per key, keys as strings."""
-    rows = con.execute(f'SELECT CAST("{spec["key"]}" AS VARCHAR), count(DISTINCT "{spec["user"]}"), count(*), '
-                       f'sum("{spec["value"]}"), avg("{spec["value"]}") FROM src GROUP BY 1').fetchall()
-    return {k: {"users": u, "count": n, "sum": s, "mean": m} for k, u, n, s, m in rows}
-
-
-def errors(out: dict, true: dict, kinds: list[str]) -> dict[str, float]:
-    """Each metric's median relative error over the released keys (keys with a true value of 0 skipped)."""
-    return {k: statistics.median(abs(v[k] - true[key][k]) / abs(true[key][k]) for key, v in out.items()
-                                 if true[key][k]) for k in kinds}
 
 
 def main() -> None:
@@ -73,7 +59,7 @@ def main() -> None:
         spec = dataset_spec(args.dataset, str(path), args.max_contributions)
         con = duckdb.connect()
         con.execute(f"CREATE VIEW src AS SELECT * FROM read_parquet('{_quote(str(path))}')")
-        true = truth(con, spec)
+        true = truth(spec)
         v, lo, hi = spec["value"], spec["lower"], spec["upper"]
         metrics = {k: (k if k in ("users", "count") else (k, v, lo, hi)) for k in args.metrics}
         print(f"{args.dataset}, metrics {args.metrics}, ε = {args.epsilon}, δ = {args.delta}, Δ0 = "
@@ -93,7 +79,7 @@ def main() -> None:
                     t = agg.to_arrow().to_pydict()
                     outs[name] = {str(key): {k: float(t[k][i]) for k in args.metrics}
                                   for i, key in enumerate(t[spec["key"]])}
-                    errs[name].append(errors(outs[name], true, args.metrics))
+                    errs[name].append({k: med(rel_errs(outs[name], true, outs[name], k)) for k in args.metrics})
                 same += outs["old"].keys() == outs["new"].keys()
             for k in args.metrics:
                 a, b = [e[k] for e in errs["old"]], [e[k] for e in errs["new"]]

@@ -126,11 +126,11 @@ def make_purchases(rows: int, path: Path, seed: int = 20) -> None:
 
 
 def truth(spec: dict) -> dict[str, dict[str, float]]:
-    """Exact (unbounded) users, sum and mean per key, keys as strings."""
+    """Exact (unbounded) users, rows, sum and mean per key, keys as strings."""
     rows = duckdb.sql(
-        f"SELECT CAST({spec['key']} AS VARCHAR), COUNT(DISTINCT {spec['user']}), SUM({spec['value']}), "
+        f"SELECT CAST({spec['key']} AS VARCHAR), COUNT(DISTINCT {spec['user']}), COUNT(*), SUM({spec['value']}), "
         f"AVG({spec['value']}) FROM read_parquet('{_quote(spec['path'])}') GROUP BY 1").fetchall()
-    return {k: {"users": float(u), "sum": float(s), "mean": float(m)} for k, u, s, m in rows}
+    return {k: {"users": float(u), "count": float(n), "sum": float(s), "mean": float(m)} for k, u, n, s, m in rows}
 
 
 def _quote(path: str) -> str:
