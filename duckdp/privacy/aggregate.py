@@ -393,12 +393,11 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
             out.setdefault(("sum", "plain", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", False))
         else:
             out.setdefault(("sum", "centred", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", True))
-            count = rows if mt.column in not_null else ("count", mt.column)
-            out.setdefault(count, []).append((mt.name, "count", True))
+            out.setdefault(_count_of_rows(mt.column, not_null, rows), []).append((mt.name, "count", True))
     for key in [k for k in out if k[:2] == ("sum", "plain")]:   # one per distinct sum (identical sums: §3.1)
         col, lower, upper = key[2:]
         centred, owner = ("sum", "centred", col, lower, upper), out[key][0][0]
-        count = rows if col in not_null else ("count", col)       # what counts exactly the sum's rows
+        count = _count_of_rows(col, not_null, rows)
         if not _link_gain(lower, upper):
             continue
         if centred in out:          # a mean on the same bounds: linked through its count (§3.2) ...
@@ -506,17 +505,18 @@ def _quantity_shares(quantities: dict[tuple, list[tuple[str, str, bool]]], metri
     for q, readers in quantities.items():          # a sum's own centred sum, once its count's part is final
         if q[:2] == ("sum", "centred") and readers[0][1] == "link":
             plain = ("sum", "plain") + q[2:]
-            b = _own_share(q[3], q[4], "centred", weights[_count_of_rows(q, not_null)], weights[plain])
+            b = _own_share(q[3], q[4], "centred", weights[_count_of_rows(q[2], not_null)], weights[plain])
             weights[plain] -= b
             weights[q] += b
     return weights
 
 
-def _count_of_rows(centred: tuple, not_null: frozenset[str]) -> tuple:
-    """The drawn count that counts exactly the rows a sum's own centred sum (role "link") adds up, as
-    `_quantities` chose it: the row count for a declared column (every kept row, a NULL read as the offset),
-    else the column's non-NULL count."""
-    return ("count", None) if centred[2] in not_null else ("count", centred[2])
+def _count_of_rows(column: str | None, not_null: frozenset[str], rows: tuple = ("count", None)) -> tuple:
+    """The count quantity that counts exactly the rows a sum or mean on `column` adds up (spec §3.1): `rows`, the
+    row count's draw, for a declared column (every kept row, a NULL read as the midpoint), else the column's
+    non-NULL count. `rows` is the threshold's draw with keys="threshold" and m = 1 (`_quantities`); a sum's own
+    centred sum never links through that one, so its readers here pass the plain row count."""
+    return rows if column in not_null else ("count", column)
 
 
 def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_rows_per_key: int = 1,
@@ -690,7 +690,7 @@ def _linked(quantities: dict[tuple, list[tuple[str, str, bool]]], measures: list
         plain = ("sum", "plain", *q[2:])
         if q[:2] != ("sum", "centred") or plain not in index:
             continue
-        count = _count_of_rows(q, not_null) if readers[0][1] == "link" else count_of[readers[0][0]]
+        count = _count_of_rows(q[2], not_null) if readers[0][1] == "link" else count_of[readers[0][0]]
         if count == _THRESHOLD and _LINK_COUNT in index:
             count = _LINK_COUNT   # the sum's own row count (keys="threshold", m = 1, declared column)
         c = index[count]
