@@ -344,11 +344,12 @@ def test_finish_releases_grid_sums_and_shifts_thresholded_users():
 AUDIT_METRICS = {"n": "users", "c": "count", "s": ("sum", "v", -2, 6), "a": ("mean", "v", 1, 5)}
 
 
-def audit_gaps(**broken) -> dict:
+def audit_gaps(not_null: str | None = None, **broken) -> dict:
     """‖M(D ∪ {u}) − M(D)‖₂² / Δ² per measure for an adversarial user u: 5 rows of ~10⁶ on each of 12 keys
-    (10 released); ≤ 1 means the plan's sensitivity holds."""
+    (10 released); ≤ 1 means the plan's sensitivity holds. `not_null="v"` declares the value column, so the
+    count counts the sum's rows and the sum buys a centred sum of its own ("A count drawn anyway")."""
     from reference_aggregate import bounded_measures
-    p = plan(keys="public", metrics=AUDIT_METRICS, max_contributions=3, max_rows_per_key=2)
+    p = plan(keys="public", metrics=AUDIT_METRICS, max_contributions=3, max_rows_per_key=2, not_null=not_null)
     rng = np.random.default_rng(5)
     users, keys = rng.integers(0, 40, 400).tolist(), rng.integers(0, 12, 400).tolist()
     values = rng.uniform(-3, 7, 400).round(2).tolist()
@@ -364,20 +365,25 @@ def audit_gaps(**broken) -> dict:
     return out
 
 
-def test_sensitivity_holds_and_is_tight_for_the_worst_user():
-    gaps = audit_gaps()
+@pytest.mark.parametrize("not_null", [None, "v"])
+def test_sensitivity_holds_and_is_tight_for_the_worst_user(not_null):
+    gaps = audit_gaps(not_null)
     assert all(g <= 1 + 1e-12 for g in gaps.values()), gaps
     assert gaps[("n", "users")] == pytest.approx(1) and gaps[("c", "count")] == pytest.approx(1)
     assert gaps[("s", "sum")] == pytest.approx(1) and gaps[("a", "sum")] == pytest.approx(1)
+    if not_null:        # the sum's own centred sum, on its bounds [-2, 6]
+        assert gaps[("s", "centred")] == pytest.approx(1)
 
 
-@pytest.mark.parametrize("broken, caught", [
-    ({"clip": False}, [("s", "sum"), ("a", "sum")]),
-    ({"cap_rows": False}, [("c", "count"), ("a", "count"), ("s", "sum")]),
-    ({"cap_keys": False}, [("n", "users"), ("c", "count")]),
+@pytest.mark.parametrize("not_null, broken, caught", [
+    (None, {"clip": False}, [("s", "sum"), ("a", "sum")]),
+    (None, {"cap_rows": False}, [("c", "count"), ("a", "count"), ("s", "sum")]),
+    (None, {"cap_keys": False}, [("n", "users"), ("c", "count")]),
+    ("v", {"clip": False}, [("s", "sum"), ("s", "centred"), ("a", "sum")]),
+    ("v", {"cap_rows": False}, [("c", "count"), ("s", "sum"), ("s", "centred")]),
 ])
-def test_sensitivity_audit_catches_broken_bounds(broken, caught):
-    gaps = audit_gaps(**broken)
+def test_sensitivity_audit_catches_broken_bounds(not_null, broken, caught):
+    gaps = audit_gaps(not_null, **broken)
     for m in caught:
         assert gaps[m] > 1.5, (m, gaps[m])
 
