@@ -13,7 +13,7 @@ UNION ALL
 SELECT * FROM (
   WITH _dp_cut AS (      -- each user over Δ0: the cut, NULL where a tie crosses it
     SELECT _dp_user, CASE WHEN c[$max_contributions] < c[$max_contributions + 1] THEN c[$max_contributions + 1] END AS _dp_t
-    FROM (SELECT _dp_user, min(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)), $max_contributions + 1) AS c FROM sized WHERE _dp_size > $max_contributions
+    FROM (SELECT _dp_user, list_sort(arg_min(hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)), hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)), $max_contributions + 1)) AS c FROM sized WHERE _dp_size > $max_contributions
           GROUP BY _dp_user)
   ), _dp_fallback AS (   -- the users whose cut a tie crosses, ranked by the window
     SELECT * FROM sized WHERE _dp_user IN (SELECT _dp_user FROM _dp_cut WHERE _dp_t IS NULL)
