@@ -31,11 +31,12 @@ hashed value (floats, nested types, …: `hashable`), the id is the dictionary r
 way the id is injective over the keys of the run, so over the keys of every round, and every round
 runs on it: joins and GROUP BYs on an injective relabelling compute the same sets and sums, and the
 id is the key's PRF counter (0, id), injective as the argument above needs. Its assignment depends
-on the data (which keys collide; rowids number the keys in key order); that is allowed by the argument above,
-since the PRF key is secret, fresh for the run and drawn independently of the data. Whether a run
-uses ids depends only on the call (unseeded, key types, mechanism), and hash or rowid ids give the
-same truncation (below) and the same weights up to the relabelling, so the choice between them,
-which does depend on the data, changes nothing but the (i.i.d.) counters. Key order is used only as
+on the data (which keys collide; rowids, with the keys that share a hash numbered after them in key order);
+that is allowed by the argument above, since the PRF key is secret, fresh for the run and drawn
+independently of the data. Whether a run uses ids depends only on the call (unseeded, key types,
+mechanism), and hash or rowid ids give the same truncation (below) and the same weights up to the
+relabelling, so the choice between them, which does depend on the data, changes nothing but the
+(i.i.d.) counters. Key order is used only as
 a tie-break where any tie order gives the same numbers (MAD2R's water-filling, mad2r_biased.sql:
 its candidate λ_r depend on the sorted values alone). The id is never released: the output stage
 maps ids back to the dictionary's key columns and sorts by them, so the output (rows, order, dtypes)

@@ -137,6 +137,17 @@ def test_colliding_hashes_get_rowid_ids(con):
     dictionary, decoded, joined = _encoded(con, ["k0", "k1"])
     assert joined and len({row[0] for row in dictionary}) == len(dictionary) == 60
     assert sorted(decoded) == sorted(con.sql("SELECT DISTINCT user_id, k0, k1 FROM t").fetchall())
+    # stage_key_ids_numbered.sql: a key no other key shares a hash with keeps its rowid (< 60); the 40 keys of the
+    # 20 shared hashes are numbered 61.. in (hash, key) order, so within each hash the ids follow the keys
+    hashes = dict(con.sql("SELECT (k0, k1), hash(k0, k1) FROM (SELECT DISTINCT k0, k1 FROM t)").fetchall())
+    groups: dict = {}
+    for row in dictionary:
+        groups.setdefault(hashes[tuple(row[1:3])], []).append((row[1:3], row[0]))
+    shared = [g for g in groups.values() if len(g) > 1]
+    assert len(shared) == 20 and all(len(g) == 2 for g in shared)
+    assert sorted(i for g in shared for _, i in g) == list(range(61, 101))
+    assert all([i for _, i in sorted(g)] == sorted(i for _, i in g) for g in shared)
+    assert all(i < 60 for g in groups.values() if len(g) == 1 for _, i in g)
 
 
 @pytest.mark.parametrize("algo", ALGOS)

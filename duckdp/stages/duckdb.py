@@ -172,7 +172,7 @@ class DuckDBStages(Engine):
             ctx.execute("stage_key_ids", {"target": target, "source": source.sql, "key_select": ctx.key_select,
                                           "key_id": key_id_sql(keys)}, {})
             ctx.ids_joined = not hashable(source.key_types) or ids_collide(ctx, target)
-            if ctx.ids_joined:        # ids must be injective: the keys' positions in key order (ties: truncation_order)
+            if ctx.ids_joined:        # ids must be injective: rowids, keys sharing a hash after them in key order
                 ctx.execute("stage_key_ids_numbered", {"target": target, "keys": ", ".join(keys)}, {})
             ctx.key_ids = target
         n = len(source.keys)
@@ -217,7 +217,7 @@ class DuckDBStages(Engine):
         ≤ 64-bit integer (or float, or DECIMAL of ≤ 18 digits) is a bijection and hash(user, k) is injective in
         hash(k), so such keys and hash ids (distinct by construction) cannot tie (counters.hash_injective);
         strings, composites and 128-bit types can, so the key breaks the tie, and so can rowid ids, which carry
-        the colliding `_dp_h` and are numbered in key order (round_pairs, stage_key_ids_numbered.sql)."""
+        the colliding `_dp_h` and, among keys of one hash, follow key order (stage_key_ids_numbered.sql)."""
         ctx = self.ctx
         if ctx.key_ids is not None:
             return ", _dp_k0" if ctx.ids_joined else ""
