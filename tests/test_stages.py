@@ -406,6 +406,32 @@ def test_truncation_cut_keeps_the_windows_pairs(con, monkeypatch, kind, truncati
     assert (tied > 0) is (kind != "varchar")           # and, where hashes tie, some fell back to the window
 
 
+@pytest.mark.parametrize("passes", [1, 3])
+def test_truncation_cut_on_joined_key_ids_keeps_the_windows_pairs(con, monkeypatch, passes):
+    """Unseeded, keys whose hashes collide run on rowid ids whose ties break on the id (`truncation_ties`), so the
+    cut applies there too: it keeps the window's pairs, decoded to the keys (each run numbers its own ids)."""
+    select, item_col = TIE_KEYS["composite"]
+    con.execute(f"CREATE TABLE t AS SELECT u AS user_id, {select} FROM range(300) AS a(u), range(64) AS b(k) "
+                f"WHERE hash(u, k, 17) % 64 < u % 64")
+    if passes > 1:
+        (n,), = con.sql("SELECT count(*) FROM t").fetchall()
+        monkeypatch.setattr(stages_duckdb, "memory_limit_bytes", lambda con: n * BYTES_PER_ROW_PASS / passes)
+
+    def kept(cut: bool) -> list[tuple]:
+        with open_run(con, "t", "user_id", item_col, Randomness()) as stages:
+            pairs = stages.round_pairs()
+            assert stages.ctx.ids_joined and stages.cut_applies()
+            if not cut:
+                stages.cut_applies = lambda: False          # type: ignore[method-assign]
+            t = stages.truncate(stages.sized(pairs), 5, salt=5)
+            sql = (f"SELECT t._dp_user, d._dp_k0, d._dp_k1, t._dp_d FROM ({t.sql}) AS t "
+                   f"JOIN temp.main.{stages.ctx.key_ids} AS d ON t._dp_k0 = d._dp_id")
+            return sorted(con.execute(sql, t.params).fetchall(), key=repr)
+
+    window = kept(False)
+    assert kept(True) == window and len(window) > 300
+
+
 def test_truncation_cut_falls_back_to_the_window_where_a_tie_crosses_it(con):
     """Users 0–99 hold two keys whose keyed hashes tie (equal DuckDB hashes) and Δ0 = 1: no cut separates them,
     so the window ranks them and keeps the smaller key. Users 100–199 hold two keys that do not tie, cut cleanly.
