@@ -24,18 +24,20 @@ analysis assumes, for every D separately; which inputs D's keys map to is irrele
 as a PRF, the real output is computationally indistinguishable from that (duckdp/prf.py).
 
 Key ids (unseeded multi-round mechanisms, DuckDBStages.round_pairs). The run's distinct keys go
-into a TEMP dictionary once, each with the id `key_id_sql` = DuckDB's hash of the key columns, kept
-only when no two keys present share it (checked exactly: GROUP BY id HAVING count(*) > 1, over the
-dictionary's distinct keys); otherwise, and for key types whose equality is not equality of the
-hashed value (floats, nested types, …: `hashable`), the id is the dictionary row's rowid. Either
-way the id is injective over the keys of the run, so over the keys of every round, and every round
-runs on it: joins and GROUP BYs on an injective relabelling compute the same sets and sums, and the
-id is the key's PRF counter (0, id), injective as the argument above needs. Its assignment depends
-on the data (which keys collide; rowids, with the keys that share a hash numbered after them in key order);
-that is allowed by the argument above, since the PRF key is secret, fresh for the run and drawn
-independently of the data. Whether a run uses ids depends only on the call (unseeded, key types,
-mechanism), and hash or rowid ids give the same truncation (below) and the same weights up to the
-relabelling, so the choice between them, which does depend on the data, changes nothing but the
+into a TEMP dictionary once, each with the id `key_id_sql` = DuckDB's hash of the key columns. Where
+no two keys present share it (checked exactly over the dictionary's distinct keys) every key keeps
+it; where a few do, only those keys get the ids 1, 2, … in (hash, key) order, kept when no key's
+hash is one of them (checked exactly), and the pairs look up just those keys; otherwise, and for key
+types whose equality is not equality of the hashed value (floats, nested types, …: `hashable`),
+the id is the dictionary row's rowid (the keys that share a hash numbered after them in key order).
+Each way the id is injective over the keys of the run, so over the keys of every round, and every
+round runs on it: joins and GROUP BYs on an injective relabelling compute the same sets and sums,
+and the id is the key's PRF counter (0, id), injective as the argument above needs. Its assignment
+depends on the data (which keys collide, which hashes are small, rowids); that is allowed by the
+argument above, since the PRF key is secret, fresh for the run and drawn independently of the data.
+Whether a run uses ids depends only on the call (unseeded, key types, mechanism), and every kind of
+id gives the same truncation (below) and the same weights up to the relabelling, so the choice
+between them, which does depend on the data, changes nothing but the
 (i.i.d.) counters. Key order is used only as
 a tie-break where any tie order gives the same numbers (MAD2R's water-filling, mad2r_biased.sql:
 its candidate λ_r depend on the sorted values alone). The id is never released: the output stage

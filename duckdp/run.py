@@ -37,7 +37,8 @@ class RunContext:
         self._temps: list[str] = []
         self._views: list[str] = []
         self.key_ids: str | None = None     # the dictionary (`_dp_id`, key columns) while keys are ids
-        self.ids_joined = False             # ids are dictionary rowids (pairs carry `_dp_h`), not hashes
+        self.ids_joined = False             # ids are not all hashes: the pairs join a table, carry `_dp_h`
+        self.shared_ids: str | None = None  # keys sharing a hash and their ids, where only they are looked up
         self._threads: int | None = None
         self._created = 0                   # TEMP tables and views named so far (`_serial`)
 
@@ -60,7 +61,7 @@ class RunContext:
     @property
     def pair_keys(self) -> str:
         """What truncation hashes with the user: the key columns, or on ids the hash of the key columns
-        (the id itself, or `_dp_h` where ids are rowids), the same order whichever id a key got."""
+        (the id itself, or `_dp_h` where ids are not all hashes), the same order whichever id a key got."""
         if self.key_ids is None:
             return self.key_aliases
         return "_dp_h" if self.ids_joined else "_dp_k0"

@@ -1,5 +1,6 @@
--- Stage `round_pairs`, rowid ids (duckdp/counters.py, "Key ids"): where the keys' hashes collide, or do
--- not follow key equality, the dictionary's ids become numbers injective over its keys. A key whose hash no
+-- Stage `round_pairs`, rowid ids (duckdp/counters.py, "Key ids"): where the keys' hashes do not follow key
+-- equality (not `hashable`), or collide and a hash clashes with the shared keys' small ids (stage_key_ids_shared.sql,
+-- about |keys|·|shared|/2⁶⁴), the dictionary's ids become numbers injective over its keys. A key whose hash no
 -- other key shares keeps its row's rowid (< N, the dictionary's size); the keys that share a hash (few: a
 -- 64-bit hash, checked exactly) are numbered N + 1, N + 2, … in (hash, key) order, so among keys of one hash
 -- the ids are ordered as the keys are, and a truncation tie between colliding hashes (`_dp_h`) broken on the

@@ -51,3 +51,5 @@ def test_device_check_runs_every_part_on_small_tables(tmp_path):
     for name in ("speed_big.txt", "aggregate_big.txt", "skewed.txt", "sweep.txt"):
         text = (tmp_path / name).read_text()
         assert "| weighted_gaussian" in text or "| aggregate(weighted_gaussian)" in text, (name, text[-1500:])
+    profile = (tmp_path / "aggregate_profile.txt").read_text()
+    assert "| aggregate # |" in profile and "CPU / wall" in profile, profile[-1500:]

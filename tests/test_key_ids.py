@@ -129,66 +129,73 @@ def _colliding_table(con) -> None:
     con.unregister("_src")
 
 
-def test_colliding_hashes_get_rowid_ids(con):
-    _colliding_table(con)
-    (clash,), = con.sql("SELECT count(*) - count(DISTINCT hash(k0, k1)) FROM (SELECT DISTINCT k0, k1 FROM t)"
-                        ).fetchall()
-    assert clash == 20
-    dictionary, decoded, joined = _encoded(con, ["k0", "k1"])
-    assert joined and len({row[0] for row in dictionary}) == len(dictionary) == 60
-    assert sorted(decoded) == sorted(con.sql("SELECT DISTINCT user_id, k0, k1 FROM t").fetchall())
-    # stage_key_ids_numbered.sql: a key no other key shares a hash with keeps its rowid (< 60); the 40 keys of the
-    # 20 shared hashes are numbered 61.. in (hash, key) order, so within each hash the ids follow the keys
+def _hash_groups(con, dictionary: list[tuple]) -> dict:
+    """The dictionary's (key, id) rows grouped by the key's DuckDB hash."""
     hashes = dict(con.sql("SELECT (k0, k1), hash(k0, k1) FROM (SELECT DISTINCT k0, k1 FROM t)").fetchall())
     groups: dict = {}
     for row in dictionary:
         groups.setdefault(hashes[tuple(row[1:3])], []).append((row[1:3], row[0]))
+    return groups
+
+
+@pytest.mark.parametrize("clash", [False, True])
+def test_colliding_hashes_get_other_ids(con, monkeypatch, clash):
+    """20 hashes shared by two keys each: only those 40 keys get other ids, numbered in (hash, key) order so that
+    within each hash the ids follow the keys (stage_key_ids_shared.sql; the truncation's tie-break on the id is
+    one on the key); every other key keeps its hash. Where a hash is one of those small ids (`ids_clash`, forced
+    here), every key is numbered instead: rowids, the shared keys after them (stage_key_ids_numbered.sql)."""
+    _colliding_table(con)
+    (collided,), = con.sql("SELECT count(*) - count(DISTINCT hash(k0, k1)) FROM (SELECT DISTINCT k0, k1 FROM t)"
+                           ).fetchall()
+    assert collided == 20
+    if clash:
+        monkeypatch.setattr(duckdb_stages, "ids_clash", lambda ctx, dictionary, shared: True)
+    dictionary, decoded, joined = _encoded(con, ["k0", "k1"])
+    assert joined and len({row[0] for row in dictionary}) == len(dictionary) == 60
+    assert sorted(decoded) == sorted(con.sql("SELECT DISTINCT user_id, k0, k1 FROM t").fetchall())
+    groups = _hash_groups(con, dictionary)
     shared = [g for g in groups.values() if len(g) > 1]
     assert len(shared) == 20 and all(len(g) == 2 for g in shared)
-    assert sorted(i for g in shared for _, i in g) == list(range(61, 101))
+    assert sorted(i for g in shared for _, i in g) == list(range(61, 101) if clash else range(1, 41))
     assert all([i for _, i in sorted(g)] == sorted(i for _, i in g) for g in shared)
-    assert all(i < 60 for g in groups.values() if len(g) == 1 for _, i in g)
+    alone = [(h, i) for h, g in groups.items() if len(g) == 1 for _, i in g]
+    assert all(i < 60 for _, i in alone) if clash else all(i == h for h, i in alone)
+    assert leftovers(con) == []
 
 
-@pytest.mark.parametrize("algo", ALGOS)
-def test_colliding_hashes_release_as_the_key_path(con, algo, monkeypatch):
-    """At a huge budget exactly the A_j are released (weight 5 ≫ T; B_j and the fillers ≈ 1/√2 < T),
-    on ids as on the key columns. Without the collision check (deliberately broken) A_j and B_j share
-    an id and B_j, held by one user, would be released with A_j: the check has power."""
-    _colliding_table(con)
-
-    def run(seed: int | None) -> pa.Table:
-        return duckdp.select(con, "t", algo=algo, rho=1e8, delta=1e-5, max_contributions=50,
-                             item_col=["k0", "k1"], seed=seed).to_arrow()
-
-    want = run(3)
-    assert want.num_rows == 20
-    assert run(None).equals(want)
-    monkeypatch.setattr(duckdb_stages, "ids_collide", lambda ctx, dictionary: False)
-    assert run(None).num_rows == 40
+def test_ids_clash_sees_a_hash_among_the_small_ids(con):
+    """`ids_clash` is what keeps the shared keys' ids 1…|shared| apart from every hash id: it must see a
+    dictionary id inside that range (and only there)."""
+    con.execute("CREATE TABLE t AS SELECT 1 AS user_id, 'a' AS item")
+    con.execute("CREATE TEMP TABLE dict AS FROM (VALUES (5::UBIGINT), (1::UBIGINT << 63)) AS v(_dp_id)")
+    con.execute("CREATE TEMP TABLE shared AS SELECT range::UBIGINT + 1 AS _dp_id FROM range(4)")
+    with open_run(con, "t", "user_id", "item", Randomness()) as stages:
+        assert not duckdb_stages.ids_clash(stages.ctx, "dict", "shared")
+        con.execute("INSERT INTO shared VALUES (5)")
+        assert duckdb_stages.ids_clash(stages.ctx, "dict", "shared")
 
 
-def test_truncation_order_is_the_same_for_hash_and_rowid_ids(con, monkeypatch):
+def test_truncation_order_is_the_same_whichever_ids(con, monkeypatch):
     """The order hashes (user, hash of the key columns) whichever id a key got (counters.py: a fixed
     function of the pair and the salt, never of other users' data): under one salt the kept pairs agree."""
     con.execute("CREATE TABLE t AS SELECT i % 40 AS user_id, 'k' || ((i * 7919) % 997) AS item FROM range(4000) r(i)")
 
-    def kept(force_rowids: bool) -> list[tuple]:
-        if force_rowids:
-            monkeypatch.setattr(duckdb_stages, "ids_collide", lambda ctx, dictionary: True)
+    def kept(ids: str) -> list[tuple]:
+        monkeypatch.setattr(duckdb_stages, "ids_collide", lambda ctx, dictionary: ids != "hash")
+        monkeypatch.setattr(duckdb_stages, "ids_clash", lambda ctx, dictionary, shared: ids == "rowid")
         with open_run(con, "t", "user_id", "item", Randomness(None)) as stages:
             assert stages.ctx.key_ids is None
             monkeypatch.setattr(stages.ctx.randomness, "salt", lambda: 12345)
             pairs = stages.round_pairs()
-            assert stages.ctx.ids_joined == force_rowids
+            assert (stages.ctx.ids_joined, stages.ctx.shared_ids is not None) == (ids != "hash", ids == "shared")
             frame = stages.truncate(stages.sized(pairs), 7)
             dictionary = stages.ctx.key_ids
             return stages.ctx.con.sql(f"SELECT t._dp_user, d._dp_k0 FROM ({frame.sql}) AS t JOIN {dictionary} AS d "
                                       "ON t._dp_k0 = d._dp_id", params=frame.params).fetchall()
 
-    by_hash, by_rowid = kept(False), kept(True)
+    by_hash = kept("hash")
     assert len(by_hash) == 40 * 7
-    assert sorted(by_hash) == sorted(by_rowid)
+    assert sorted(by_hash) == sorted(kept("shared")) == sorted(kept("rowid"))
 
 
 def test_aggregate_after_a_selection_on_ids(con):

@@ -406,10 +406,13 @@ def test_truncation_cut_keeps_the_windows_pairs(con, monkeypatch, kind, truncati
     assert (tied > 0) is (kind != "varchar")           # and, where hashes tie, some fell back to the window
 
 
+@pytest.mark.parametrize("clash", [False, True])
 @pytest.mark.parametrize("passes", [1, 3])
-def test_truncation_cut_on_joined_key_ids_keeps_the_windows_pairs(con, monkeypatch, passes):
-    """Unseeded, keys whose hashes collide run on rowid ids whose ties break on the id (`truncation_ties`), so the
-    cut applies there too: it keeps the window's pairs, decoded to the keys (each run numbers its own ids)."""
+def test_truncation_cut_on_joined_key_ids_keeps_the_windows_pairs(con, monkeypatch, passes, clash):
+    """Unseeded, keys whose hashes collide run on ids whose ties break on the id (`truncation_ties`): the shared
+    keys' small ids, or rowids where a hash clashes with them (forced). The cut applies there too: it keeps the
+    window's pairs, decoded to the keys (each run numbers its own ids)."""
+    monkeypatch.setattr(stages_duckdb, "ids_clash", lambda ctx, dictionary, shared: clash)
     select, item_col = TIE_KEYS["composite"]
     con.execute(f"CREATE TABLE t AS SELECT u AS user_id, {select} FROM range(300) AS a(u), range(64) AS b(k) "
                 f"WHERE hash(u, k, 17) % 64 < u % 64")
@@ -420,7 +423,7 @@ def test_truncation_cut_on_joined_key_ids_keeps_the_windows_pairs(con, monkeypat
     def kept(cut: bool) -> list[tuple]:
         with open_run(con, "t", "user_id", item_col, Randomness()) as stages:
             pairs = stages.round_pairs()
-            assert stages.ctx.ids_joined and stages.cut_applies()
+            assert stages.ctx.ids_joined and stages.cut_applies() and (stages.ctx.shared_ids is None) == clash
             if not cut:
                 stages.cut_applies = lambda: False          # type: ignore[method-assign]
             t = stages.truncate(stages.sized(pairs), 5, salt=5)

@@ -61,6 +61,14 @@ def ids_collide(ctx: RunContext, dictionary: str) -> bool:
     return bool(ctx.scalar(f"SELECT count(*) <> count(DISTINCT _dp_id) FROM temp.main.{dictionary}"))
 
 
+def ids_clash(ctx: RunContext, dictionary: str, shared: str) -> bool:
+    """Whether a key's hash in the run's dictionary is one of the ids 1…|shared| the keys sharing a hash got
+    (stage_key_ids_shared.sql): then those ids would not be injective next to the hash ids (chance about
+    |keys|·|shared|/2⁶⁴), and every key is numbered instead."""
+    return bool(ctx.scalar(f"SELECT count(*) FROM temp.main.{dictionary} WHERE _dp_id BETWEEN 1 AND "
+                           f"(SELECT count(*) FROM temp.main.{shared})"))
+
+
 class DuckDBStages(Engine):
     """Stages over one run's `RunContext` (connection, input, randomness, TEMP tables)."""
 
@@ -158,41 +166,63 @@ class DuckDBStages(Engine):
 
     def round_pairs(self) -> Query:
         """`pairs` on key ids where keys are not one integer column and the release is unseeded: the run's
-        distinct keys go once into a dictionary [stage_key_ids.sql] with an id injective over them (their
-        hash when no two share it, else the dictionary's rowid), the pairs carry the id as `_dp_k0`
-        [stage_pairs_ids.sql], and every later stage reads the id (RunContext.key_ids) until `output`
-        maps ids back. Seeded releases keep the key columns (digest counters: duckdp/counters.py)."""
+        distinct keys go once into a dictionary [stage_key_ids.sql] with an id injective over them, the pairs
+        carry the id as `_dp_k0` [stage_pairs_ids.sql], and every later stage reads the id (RunContext.key_ids)
+        until `output` maps ids back. The id is the key's hash where no two keys share it; where a few do, those
+        keys are numbered 1, 2, … [stage_key_ids_shared.sql] and the pairs look only them up in that small table
+        (`shared_ids`); keys of types that are not `hashable`, or runs where a hash is one of those numbers, take
+        the dictionary's rowids [stage_key_ids_numbered.sql] through a join of every pair. Seeded releases keep
+        the key columns (digest counters: duckdp/counters.py)."""
         ctx = self.ctx
         source = ctx.source
         if ctx.key_ids is None:
             if ctx.randomness.seeded or not collisions_possible(source.key_types):
                 return self.pairs()
-            keys = [f"_dp_k{i}" for i in range(len(source.keys))]
-            target = ctx.temp_table("key_ids")
-            ctx.execute("stage_key_ids", {"target": target, "source": source.sql, "key_select": ctx.key_select,
-                                          "key_id": key_id_sql(keys)}, {})
-            ctx.ids_joined = not hashable(source.key_types) or ids_collide(ctx, target)
-            if ctx.ids_joined:        # ids must be injective: rowids, keys sharing a hash after them in key order
-                ctx.execute("stage_key_ids_numbered", {"target": target, "keys": ", ".join(keys)}, {})
-            ctx.key_ids = target
+            self._key_ids(len(source.keys))
         n = len(source.keys)
         key_hash = key_id_sql([f"s._dp_k{i}" for i in range(n)])
-        join = (f" JOIN temp.main.{ctx.key_ids} AS d ON "
-                + " AND ".join(f"s._dp_k{i} IS NOT DISTINCT FROM d._dp_k{i}" for i in range(n)))
         base = ctx.base_idents()
-        return self.query("stage_pairs_ids", {"source": base["source"], "user": base["user"],
-                                              "key_select": base["key_select"],
-                                              "key_id": "d._dp_id" if ctx.ids_joined else key_hash,
-                                              "join": join if ctx.ids_joined else "",
-                                              "carried": f", {key_hash} AS _dp_h" if ctx.ids_joined else ""})
+        idents = {"source": base["source"], "user": base["user"], "key_select": base["key_select"],
+                  "key_id": key_hash, "join": "", "carried": ""}
+        if ctx.ids_joined:
+            looked_up = ctx.shared_ids or ctx.key_ids
+            match = " AND ".join(f"s._dp_k{i} IS NOT DISTINCT FROM d._dp_k{i}" for i in range(n))
+            idents.update(join=f" {'LEFT ' if ctx.shared_ids else ''}JOIN temp.main.{looked_up} AS d ON {match}",
+                          key_id=f"coalesce(d._dp_id, {key_hash})" if ctx.shared_ids else "d._dp_id",
+                          carried=f", {key_hash} AS _dp_h")
+        return self.query("stage_pairs_ids", idents)
+
+    def _key_ids(self, n: int) -> None:
+        """The run's dictionary and how its ids are assigned (`round_pairs`), once per run."""
+        ctx = self.ctx
+        keys = ", ".join(f"_dp_k{i}" for i in range(n))
+        target = ctx.temp_table("key_ids")
+        ctx.key_ids = target
+        ctx.execute("stage_key_ids", {"target": target, "source": ctx.source.sql, "key_select": ctx.key_select,
+                                      "key_id": key_id_sql(keys.split(", "))}, {})
+        hashes = hashable(ctx.source.key_types)
+        ctx.ids_joined = not hashes or ids_collide(ctx, target)
+        if not ctx.ids_joined:
+            return
+        if hashes:
+            shared = ctx.temp_table("key_ids_shared")
+            ctx.execute("stage_key_ids_shared", {"shared": shared, "target": target, "keys": keys}, {})
+            if not ids_clash(ctx, target, shared):
+                match = " AND ".join(f"d._dp_k{i} IS NOT DISTINCT FROM c._dp_k{i}" for i in range(n))
+                ctx.execute("stage_key_ids_renumber", {"target": target, "shared": shared, "match": match}, {})
+                ctx.shared_ids = shared
+                return
+            ctx.drop(shared)                   # a hash is one of the small ids: number every key instead
+        ctx.execute("stage_key_ids_numbered", {"target": target, "keys": keys}, {})
 
     def original_keys(self) -> None:
         """Back to the input's key columns after a mechanism ran on key ids (its output is decoded):
         stages that read the input again (e.g. aggregate's) see its keys. The ids' dictionary (every
         distinct key) is dropped now, before those stages, not when the run closes."""
         if self.ctx.key_ids is not None:
-            self.ctx.drop(self.ctx.key_ids)
+            self.ctx.drop(*[t for t in (self.ctx.key_ids, self.ctx.shared_ids) if t])
         self.ctx.key_ids = None
+        self.ctx.shared_ids = None
         self.ctx.ids_joined = False
 
     def sized(self, pairs: Query) -> Query:
@@ -216,8 +246,9 @@ class DuckDBStages(Engine):
         (DESIGN §3: a user's kept keys are a function of their own pairs and the salt). DuckDB's hash of one
         ≤ 64-bit integer (or float, or DECIMAL of ≤ 18 digits) is a bijection and hash(user, k) is injective in
         hash(k), so such keys and hash ids (distinct by construction) cannot tie (counters.hash_injective);
-        strings, composites and 128-bit types can, so the key breaks the tie, and so can rowid ids, which carry
-        the colliding `_dp_h` and, among keys of one hash, follow key order (stage_key_ids_numbered.sql)."""
+        strings, composites and 128-bit types can, so the key breaks the tie, and so can ids that are not all
+        hashes, which carry the colliding `_dp_h` and, among keys of one hash, follow key order
+        (stage_key_ids_shared.sql, stage_key_ids_numbered.sql)."""
         ctx = self.ctx
         if ctx.key_ids is not None:
             return ", _dp_k0" if ctx.ids_joined else ""
@@ -267,10 +298,10 @@ class DuckDBStages(Engine):
     def cut_applies(self) -> bool:
         """Whether the users over Δ0 are truncated by the cut (stage_truncate_cut.sql, the window's pairs exactly)
         rather than by the window alone: wherever the window needs a tie-break (`truncation_ties`: the input's key
-        columns for strings, composites and 128-bit types; the id for rowid key ids), which makes every pair's
-        sort key a struct. Integer keys and hash ids rank on the hash alone, where the cut's extra aggregate and
-        join cost more than they save (benchmarks/RESULTS.md, "truncation cut (stop 30)"; rowid ids: 30M VARCHAR
-        rows, 16 threads, mad −0.56 CPU s, "16-core device, main 595edbf")."""
+        columns for strings, composites and 128-bit types; the id where key ids are not all hashes), which makes
+        every pair's sort key a struct. Integer keys and hash ids rank on the hash alone, where the cut's extra
+        aggregate and join cost more than they save (benchmarks/RESULTS.md, "truncation cut (stop 30)"; rowid
+        ids: 30M VARCHAR rows, 16 threads, mad −0.56 CPU s, "16-core device, main 595edbf")."""
         return self.truncation_ties() != ""
 
     def _window(self, sized: str, order: Query, params: dict) -> Query:
