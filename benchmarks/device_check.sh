@@ -14,7 +14,8 @@
 #   bash benchmarks/device_check.sh all        # speed, aggregate, sweep (below), in that order
 # or one part per call:
 #   bash benchmarks/device_check.sh speed      # ~250 s: 100M rows, 16 threads, × floor per key type
-#   bash benchmarks/device_check.sh aggregate  # ~200 s: aggregate vs select at 100M inside 2 GB, then a 10M-key user
+#   bash benchmarks/device_check.sh aggregate  # ~260 s: aggregate vs select at 100M inside 2 GB, its statements'
+#                                              # CPU / wall, then a 10M-key user
 #   bash benchmarks/device_check.sh sweep      # ~200 s: 10M rows at 16 8 4 2 1 threads
 # Outputs (markdown tables, plots) land in $OUT (the device tool's folder) or the folder given second.
 # KEYS (default "bigint varchar") picks key types; ROWS_BIG / ROWS shrink the tables for a local smoke run.
@@ -60,8 +61,13 @@ case $part in
       --algos $algos --plot "$out/speed_big.png" 2>&1 | tee "$out/speed_big.txt" ;;
   aggregate)
     stamp aggregate
+    db=$(mktemp -d)/big.duckdb
     run 240 $py benchmarks/bench_large.py --rows "$rows_big" --memory-limit 2GB --threads 16 --aggregate \
-      --algos weighted_gaussian adaptive_sips 2>&1 | tee "$out/aggregate_big.txt"
+      --algos weighted_gaussian adaptive_sips --db "$db" 2>&1 | tee "$out/aggregate_big.txt"
+    stamp profile        # which of aggregate(weighted_gaussian)'s statements keep 16 threads busy (CPU / wall)
+    [ -f "$db" ] && run 90 $py benchmarks/profile_aggregate.py "$db" --threads 16 --memory-limit 2GB --repeat 1 \
+      --algos weighted_gaussian 2>&1 | tee "$out/aggregate_profile.txt"
+    rm -rf "$(dirname "$db")"
     stamp skewed
     # shellcheck disable=SC2086
     run 120 $py benchmarks/bench_speed.py --rows "$rows" --repeat 1 --threads 16 \

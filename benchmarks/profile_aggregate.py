@@ -1,5 +1,6 @@
 """Where aggregate(keys=<algo>)'s time over select(<algo>) goes (issue #20 "Engines and scale"): CPU seconds (user +
-system, all threads) of each statement of a seeded select and of a seeded 4-metric aggregate with the same mechanism
+system, all threads) and wall seconds (their ratio: the threads a call kept busy; a serial step shows ≈ 1 on a
+many-core machine) of each statement of a seeded select and of a seeded 4-metric aggregate with the same mechanism
 as its key selection, in call order, alternated call by call in one process on bench_large.py's table `big`.
 A "noise" row is one round's noise stage (its weights query, Arrow batches, PRF noise, threshold), "exact noise"
 the discrete Gaussian draws (aggregate_noise.noise: the metrics' and keys="threshold"'s); the others are RunContext
@@ -18,6 +19,7 @@ import collections
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,18 +34,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ab_timing import alternating, big_table_parser, connect_big, cpu_seconds  # noqa: E402
 from bench_large import METRICS  # noqa: E402
 
-log: list[tuple[str, float]] = []
+log: list[tuple[str, float, float]] = []
 
 
 def wrap(name: str, fn: Callable) -> Callable:
-    """`fn` logging its CPU seconds under `name` (RunContext methods: with the template's name)."""
+    """`fn` logging its CPU and wall seconds under `name` (RunContext methods: with the template's name)."""
     def timed(*args: Any, **kwargs: Any) -> Any:
-        before = cpu_seconds()
+        before, wall = cpu_seconds(), time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
             label = f"{name} {args[1]}" if name in ("execute", "arrow", "fetch", "reader") else name
-            log.append((label if name != "scalar" else f"scalar {str(args[1])[:24]}", cpu_seconds() - before))
+            log.append((label if name != "scalar" else f"scalar {str(args[1])[:24]}", cpu_seconds() - before,
+                        time.perf_counter() - wall))
     return timed
 
 
@@ -66,33 +69,40 @@ def main() -> None:
                                 max_rows_per_key=1, seed=1, **budget)
 
     for algo in args.algos:
-        calls: dict[tuple, list[float]] = collections.defaultdict(list)
+        calls: dict[tuple, list[tuple[float, float]]] = collections.defaultdict(list)
         totals: dict[str, list[float]] = collections.defaultdict(list)
+        walls: dict[str, list[float]] = collections.defaultdict(list)
         released: dict[str, int] = {}
         loads = []
         for r in range(args.repeat):
             loads.append(os.getloadavg()[0])
             for kind in alternating(("select", "aggregate"), r):
                 log.clear()
-                before = cpu_seconds()
+                before, wall = cpu_seconds(), time.perf_counter()
                 out = call(kind, algo)
                 totals[kind].append(cpu_seconds() - before)
+                walls[kind].append(time.perf_counter() - wall)
                 released[kind] = len(out)
-                for i, (label, spent) in enumerate(log):
-                    calls[kind, i, label].append(spent)
+                for i, (label, spent, waited) in enumerate(log):
+                    calls[kind, i, label].append((spent, waited))
         sel, agg = (statistics.median(totals[k]) for k in ("select", "aggregate"))
         print(f"# {key_type} keys, memory_limit={args.memory_limit}, {args.threads} threads, {algo}, {args.repeat} "
               f"repeats, load average {min(loads):.1f}–{max(loads):.1f}: select {sel:.2f} CPU s "
               f"({', '.join(f'{x:.2f}' for x in totals['select'])}; {released['select']:,} keys), aggregate "
               f"{agg:.2f} ({', '.join(f'{x:.2f}' for x in totals['aggregate'])}; {released['aggregate']:,} keys), "
               f"ratio {agg / sel:.2f}× (paired: "
-              f"{', '.join(f'{a / s:.2f}' for a, s in zip(totals['aggregate'], totals['select'], strict=True))})")
+              f"{', '.join(f'{a / s:.2f}' for a, s in zip(totals['aggregate'], totals['select'], strict=True))}); "
+              f"wall s: select {statistics.median(walls['select']):.2f}, aggregate "
+              f"{statistics.median(walls['aggregate']):.2f}")
         for kind in ("select", "aggregate"):
-            print(f"\n| {kind} # | call | CPU s (median) | runs |\n|---:|---|---:|---|")
+            print(f"\n| {kind} # | call | CPU s (median) | wall s (median) | CPU / wall | runs (CPU s) |"
+                  "\n|---:|---|---:|---:|---:|---|")
             for i, label in sorted({(i, label) for (k, i, label) in calls if k == kind}):
-                spent = calls[kind, i, label]
-                if max(spent) >= 0.01:
-                    print(f"| {i} | {label[:48]} | {statistics.median(spent):.3f} | "
+                spent = [c for c, _ in calls[kind, i, label]]
+                waited = statistics.median(w for _, w in calls[kind, i, label])
+                if max(spent) >= 0.01 or waited >= 0.01:
+                    cpu = statistics.median(spent)
+                    print(f"| {i} | {label[:48]} | {cpu:.3f} | {waited:.3f} | {cpu / max(waited, 1e-9):.1f} | "
                           f"{', '.join(f'{x:.2f}' for x in spent)} |")
         print(flush=True)
     con.close()
