@@ -26,18 +26,19 @@ as a PRF, the real output is computationally indistinguishable from that (duckdp
 Key ids (unseeded multi-round mechanisms, DuckDBStages.round_pairs). The run's distinct keys go
 into a TEMP dictionary once, each with the id `key_id_sql` = DuckDB's hash of the key columns. Where
 no two keys present share it (checked exactly over the dictionary's distinct keys) every key keeps
-it; where a few do, only those keys get the ids 1, 2, … in (hash, key) order, kept when no key's
-hash is one of them (checked exactly), and the pairs look up just those keys; otherwise, and for key
-types whose equality is not equality of the hashed value (floats, nested types, …: `hashable`),
-the id is the dictionary row's rowid (the keys that share a hash numbered after them in key order).
-Each way the id is injective over the keys of the run, so over the keys of every round, and every
-round runs on it: joins and GROUP BYs on an injective relabelling compute the same sets and sums,
-and the id is the key's PRF counter (0, id), injective as the argument above needs. Its assignment
-depends on the data (which keys collide, which hashes are small, rowids); that is allowed by the
-argument above, since the PRF key is secret, fresh for the run and drawn independently of the data.
-Whether a run uses ids depends only on the call (unseeded, key types, mechanism), and every kind of
-id gives the same truncation (below) and the same weights up to the relabelling, so the choice
-between them, which does depend on the data, changes nothing but the
+it; where a few do, only those keys take a second candidate, `second_id_sql` (the upper half of
+their MD5 digest counter), kept when those are distinct and none is a key's hash (checked exactly),
+so each pair computes its id from its own key (no join); otherwise, and for key types whose equality
+is not equality of the hashed value (floats, nested types, …: `hashable`), the id is the dictionary
+row's rowid (the keys that share a hash numbered after them, in (hash, second candidate, key)
+order). Each way the id is injective over the keys of the run, so over the keys of every round, and
+every round runs on it: joins and GROUP BYs on an injective relabelling compute the same sets and
+sums, and the id is the key's PRF counter (0, id), injective as the argument above needs. Its
+assignment depends on the data (which keys collide, which candidates clash, rowids); that is
+allowed by the argument above, since the PRF key is secret, fresh for the run and drawn
+independently of the data. Whether a run uses ids depends only on the call (unseeded, key types,
+mechanism), and every kind of id gives the same truncation (below) and the same weights up to the
+relabelling, so the choice between them, which does depend on the data, changes nothing but the
 (i.i.d.) counters. Key order is used only as
 a tie-break where any tie order gives the same numbers (MAD2R's water-filling, mad2r_biased.sql:
 its candidate λ_r depend on the sorted values alone). The id is never released: the output stage
@@ -56,7 +57,9 @@ every choice of kept set), but a tie left to the engine would follow the order r
 function of other users' data; collisions between users or keys cannot couple noise, which never
 comes from these hashes. On key ids the order hashes (user, hash of the key columns) instead of (user, key
 columns): again a fixed function of the pair and the salt, the same whichever id the dictionary
-gave (DuckDBStages.truncate), so never a function of other users' data.
+gave (DuckDBStages.truncate), so never a function of other users' data. Its ties (only between keys
+of one hash) break on the id, which among such keys follows (second candidate, key): a fixed
+function of the keys, the same for every kind of id.
 """
 from __future__ import annotations
 
@@ -152,12 +155,24 @@ def counter_sql(key_types: list[str]) -> tuple[str, str, bool]:
     rule = _integer_rule(key_types)
     if rule is not None:
         return rule.hi_sql, rule.lo_sql, False
+    enc = _encoding(key_types)
+    return f"md5_number_upper({enc})", f"md5_number_lower({enc})", True
+
+
+def _encoding(key_types: list[str]) -> str:
+    """SQL of the module docstring's encoding `enc` of the internal key columns `_dp_k0, …`."""
     pieces = []
     for i, t in enumerate(key_types):
         s = f"hex(_dp_k{i})" if t.upper() == "BLOB" else f"CAST(_dp_k{i} AS VARCHAR)"
         pieces.append(f"strlen({s})::VARCHAR, ':', {s}")
-    enc = f"concat({', '.join(pieces)})"
-    return f"md5_number_upper({enc})", f"md5_number_lower({enc})", True
+    return f"concat({', '.join(pieces)})"
+
+
+def second_id_sql(key_types: list[str]) -> str:
+    """SQL of a key's second id candidate over the internal key columns `_dp_k0, …`: the upper half of the
+    digest counter (a UBIGINT, another function of the key than `key_id_sql`'s hash), the id of keys whose
+    hash another key shares (module docstring, "Key ids"); injective only where checked."""
+    return f"md5_number_upper({_encoding(key_types)})"
 
 
 def counter_arrays(key_types: list[str]) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None:

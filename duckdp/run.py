@@ -37,8 +37,9 @@ class RunContext:
         self._temps: list[str] = []
         self._views: list[str] = []
         self.key_ids: str | None = None     # the dictionary (`_dp_id`, key columns) while keys are ids
-        self.ids_joined = False             # ids are not all hashes: the pairs join a table, carry `_dp_h`
-        self.shared_ids: str | None = None  # keys sharing a hash and their ids, where only they are looked up
+        self.ids_joined = False             # the pairs carry `_dp_h` (rowid ids, or many shared keys)
+        self.shared_ids: str | None = None  # the keys sharing a hash (`_dp_h`, their id `_dp_id`), if they have ids
+        self.shared_lookup: tuple[list[int], list[int]] | None = None   # their (ids, hashes) for the order
         self._threads: int | None = None
         self._created = 0                   # TEMP tables and views named so far (`_serial`)
 
@@ -60,11 +61,24 @@ class RunContext:
 
     @property
     def pair_keys(self) -> str:
-        """What truncation hashes with the user: the key columns, or on ids the hash of the key columns
-        (the id itself, or `_dp_h` where ids are not all hashes), the same order whichever id a key got."""
+        """What truncation hashes with the user: the key columns, or on ids the hash of the key columns (the
+        id itself; for keys that share a hash, that hash looked up by their id in `pair_keys_params`, or the
+        pairs' `_dp_h` where those are many or ids are rowids), the same order whichever id a key got."""
         if self.key_ids is None:
             return self.key_aliases
+        if self.shared_lookup is not None:        # a shared key's id → its hash, off the bound lists
+            return ("CASE WHEN list_contains($shared_ids::UBIGINT[], _dp_k0) THEN "
+                    "list_extract($shared_hashes::UBIGINT[], list_position($shared_ids::UBIGINT[], _dp_k0)) "
+                    "ELSE _dp_k0 END")
         return "_dp_h" if self.ids_joined else "_dp_k0"
+
+    @property
+    def pair_keys_params(self) -> dict:
+        """The bound values `pair_keys` reads: the shared keys' ids and hashes, where it reads them."""
+        if self.key_ids is None or self.shared_lookup is None:
+            return {}
+        ids, hashes = self.shared_lookup
+        return {"shared_ids": ids, "shared_hashes": hashes}
 
     @property
     def key_select(self) -> str:

@@ -1,5 +1,5 @@
--- Stage `round_pairs`: the dictionary (stage_key_ids.sql) takes the shared keys' ids from {shared}
--- (stage_key_ids_shared.sql), so the output stage maps every released id back to its key.
--- idents: target, shared, match
+-- Stage `round_pairs`: the dictionary's keys that share a hash (stage_key_ids_shared.sql's {shared}) take their
+-- second id candidate {second}, so the output stage maps every released id back to its key.
+-- idents: target, shared, second
 -- params:
-UPDATE temp.main.{target} AS d SET _dp_id = c._dp_id FROM temp.main.{shared} AS c WHERE {match}
+UPDATE temp.main.{target} SET _dp_id = {second} WHERE _dp_id IN (SELECT _dp_h FROM temp.main.{shared})

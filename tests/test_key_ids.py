@@ -17,7 +17,7 @@ from conftest import leftovers
 from test_noise import _collide_many
 
 import duckdp
-from duckdp import aggregate_noise
+from duckdp import aggregate_noise, counters
 from duckdp.lifecycle import open_run
 from duckdp.rng import Randomness
 from duckdp.stages import duckdb as duckdb_stages
@@ -91,9 +91,25 @@ def test_output_on_ids_equals_the_key_path(con, algo, kind):
     assert leftovers(con) == []
 
 
-def _encoded(con, cols: list[str]) -> tuple[list[tuple], list[tuple], bool]:
-    """(id, key…) rows of the run's dictionary, the (user, key…) pairs decoded through it, and whether
-    the ids are rowids."""
+def _ids_kind(ctx) -> str:
+    """How a run's keys got their ids (DuckDBStages.round_pairs): "hash", "lookup" (keys that share a hash take
+    their second candidate, whose hash the order looks up), "carried" (the same, the pairs carry the hash) or
+    "rowid"."""
+    if ctx.shared_ids is None:
+        return "rowid" if ctx.ids_joined else "hash"
+    return "carried" if ctx.ids_joined else "lookup"
+
+
+def _force(monkeypatch, ids: str) -> None:
+    """Make a run with keys that share a hash take the `ids` kind: "carried" with no lookup list allowed,
+    "rowid" with every second candidate declared clashing."""
+    monkeypatch.setattr(duckdb_stages, "ids_clash", lambda ctx, dictionary, shared: ids == "rowid")
+    if ids == "carried":
+        monkeypatch.setattr(duckdb_stages, "SHARED_LOOKUP", -1)
+
+
+def _encoded(con, cols: list[str]) -> tuple[list[tuple], list[tuple], str]:
+    """(id, key…) rows of the run's dictionary, the (user, key…) pairs decoded through it, and `_ids_kind`."""
     with open_run(con, "t", "user_id", cols if len(cols) > 1 else cols[0], Randomness(None)) as stages:
         pairs = stages.store(stages.round_pairs(), "pairs")
         ctx = stages.ctx
@@ -101,14 +117,14 @@ def _encoded(con, cols: list[str]) -> tuple[list[tuple], list[tuple], bool]:
         dictionary = ctx.con.sql(f"SELECT _dp_id, * EXCLUDE (_dp_id) FROM {ctx.key_ids}").fetchall()
         decoded = ctx.con.sql(f"SELECT p._dp_user, {keys} FROM {stages.table_name(pairs)} AS p "
                               f"JOIN {ctx.key_ids} AS d ON p._dp_k0 = d._dp_id").fetchall()
-        return dictionary, decoded, ctx.ids_joined
+        return dictionary, decoded, _ids_kind(ctx)
 
 
 @pytest.mark.parametrize("kind", ["varchar", "composite", "two_varchar", "double"])
 def test_ids_are_injective_and_decode_to_the_pairs(con, kind):
     cols = _table(con, kind)
-    dictionary, decoded, joined = _encoded(con, cols)
-    assert joined == (kind == "double")
+    dictionary, decoded, ids = _encoded(con, cols)
+    assert ids == ("rowid" if kind == "double" else "hash")
     ids = [row[0] for row in dictionary]
     keys = {row[1:] for row in dictionary}
     assert len(set(ids)) == len(ids) == len(keys) == 68                       # 8 popular + 60 rare keys
@@ -138,64 +154,109 @@ def _hash_groups(con, dictionary: list[tuple]) -> dict:
     return groups
 
 
-@pytest.mark.parametrize("clash", [False, True])
-def test_colliding_hashes_get_other_ids(con, monkeypatch, clash):
-    """20 hashes shared by two keys each: only those 40 keys get other ids, numbered in (hash, key) order so that
-    within each hash the ids follow the keys (stage_key_ids_shared.sql; the truncation's tie-break on the id is
-    one on the key); every other key keeps its hash. Where a hash is one of those small ids (`ids_clash`, forced
-    here), every key is numbered instead: rowids, the shared keys after them (stage_key_ids_numbered.sql)."""
+@pytest.mark.parametrize("ids", ["lookup", "carried", "rowid"])
+def test_colliding_hashes_get_other_ids(con, monkeypatch, ids):
+    """20 hashes shared by two keys each: only those 40 keys get other ids, their second candidates
+    (counters.second_id_sql, a function of the key alone), computed by each pair from its key; every other key
+    keeps its hash. Where the candidates clash (`ids_clash`, forced here), every key is numbered instead:
+    rowids, the shared keys after them in (hash, second candidate, key) order (stage_key_ids_numbered.sql), so
+    within a hash the ids follow the second candidates either way (the truncation's tie-break on the id)."""
     _colliding_table(con)
     (collided,), = con.sql("SELECT count(*) - count(DISTINCT hash(k0, k1)) FROM (SELECT DISTINCT k0, k1 FROM t)"
                            ).fetchall()
     assert collided == 20
-    if clash:
-        monkeypatch.setattr(duckdb_stages, "ids_clash", lambda ctx, dictionary, shared: True)
-    dictionary, decoded, joined = _encoded(con, ["k0", "k1"])
-    assert joined and len({row[0] for row in dictionary}) == len(dictionary) == 60
+    _force(monkeypatch, ids)
+    dictionary, decoded, kind = _encoded(con, ["k0", "k1"])
+    assert kind == ids and len({row[0] for row in dictionary}) == len(dictionary) == 60
     assert sorted(decoded) == sorted(con.sql("SELECT DISTINCT user_id, k0, k1 FROM t").fetchall())
+    second = counters.second_id_sql(["INTEGER", "INTEGER"])
+    seconds = dict(con.sql(f"SELECT (_dp_k0, _dp_k1), {second} FROM (SELECT DISTINCT k0 AS _dp_k0, k1 AS _dp_k1 "
+                           "FROM t)").fetchall())
     groups = _hash_groups(con, dictionary)
     shared = [g for g in groups.values() if len(g) > 1]
     assert len(shared) == 20 and all(len(g) == 2 for g in shared)
-    assert sorted(i for g in shared for _, i in g) == list(range(61, 101) if clash else range(1, 41))
-    assert all([i for _, i in sorted(g)] == sorted(i for _, i in g) for g in shared)
+    if ids == "rowid":
+        assert sorted(i for g in shared for _, i in g) == list(range(61, 101))
+    else:
+        assert all(i == seconds[k] for g in shared for k, i in g)
+    assert all([i for _, i in sorted(g, key=lambda ki: (seconds[ki[0]], ki[0]))] == sorted(i for _, i in g)
+               for g in shared)
     alone = [(h, i) for h, g in groups.items() if len(g) == 1 for _, i in g]
-    assert all(i < 60 for _, i in alone) if clash else all(i == h for h, i in alone)
+    assert all(i < 60 for _, i in alone) if ids == "rowid" else all(i == h for h, i in alone)
     assert leftovers(con) == []
 
 
-def test_ids_clash_sees_a_hash_among_the_small_ids(con):
-    """`ids_clash` is what keeps the shared keys' ids 1…|shared| apart from every hash id: it must see a
-    dictionary id inside that range (and only there)."""
+@pytest.mark.parametrize("clash", ["none", "a key's hash", "two candidates"])
+def test_ids_clash_sees_candidates_that_are_not_injective(con, clash):
+    """`ids_clash` is what keeps the shared keys' second candidates apart from each other and from every hash id
+    (the dictionary's): it must see a candidate equal to a dictionary id, or two equal candidates."""
     con.execute("CREATE TABLE t AS SELECT 1 AS user_id, 'a' AS item")
     con.execute("CREATE TEMP TABLE dict AS FROM (VALUES (5::UBIGINT), (1::UBIGINT << 63)) AS v(_dp_id)")
-    con.execute("CREATE TEMP TABLE shared AS SELECT range::UBIGINT + 1 AS _dp_id FROM range(4)")
+    con.execute("CREATE TEMP TABLE shared AS SELECT range::UBIGINT + 10 AS _dp_id FROM range(4)")
+    con.execute({"none": "DELETE FROM shared WHERE false", "a key's hash": "INSERT INTO shared VALUES (5)",
+                 "two candidates": "INSERT INTO shared VALUES (11)"}[clash])
     with open_run(con, "t", "user_id", "item", Randomness()) as stages:
-        assert not duckdb_stages.ids_clash(stages.ctx, "dict", "shared")
-        con.execute("INSERT INTO shared VALUES (5)")
-        assert duckdb_stages.ids_clash(stages.ctx, "dict", "shared")
+        assert duckdb_stages.ids_clash(stages.ctx, "dict", "shared") == (clash != "none")
 
 
-def test_truncation_order_is_the_same_whichever_ids(con, monkeypatch):
-    """The order hashes (user, hash of the key columns) whichever id a key got (counters.py: a fixed
-    function of the pair and the salt, never of other users' data): under one salt the kept pairs agree."""
-    con.execute("CREATE TABLE t AS SELECT i % 40 AS user_id, 'k' || ((i * 7919) % 997) AS item FROM range(4000) r(i)")
+@pytest.mark.parametrize("ids", ["lookup", "carried", "rowid"])
+@pytest.mark.parametrize("algo", ALGOS)
+def test_colliding_hashes_release_as_the_key_path(con, algo, monkeypatch, ids):
+    """At a huge budget exactly the A_j are released (weight 5 ≫ T; B_j and the fillers ≈ 1/√2 < T),
+    on ids (`_ids_kind`) as on the key columns. Without the collision check (deliberately broken) A_j and
+    B_j share an id and B_j, held by one user, would be released with A_j: the check has power."""
+    _colliding_table(con)
+    _force(monkeypatch, ids)
+
+    def run(seed: int | None) -> pa.Table:
+        return duckdp.select(con, "t", algo=algo, rho=1e8, delta=1e-5, max_contributions=50,
+                             item_col=["k0", "k1"], seed=seed).to_arrow()
+
+    want = run(3)
+    assert want.num_rows == 20
+    assert run(None).equals(want)
+    monkeypatch.setattr(duckdb_stages, "ids_collide", lambda ctx, dictionary: False)
+    assert run(None).num_rows == 40
+
+
+@pytest.mark.parametrize("table", ["varchar", "colliding"])
+def test_truncation_order_is_the_same_whichever_ids(con, monkeypatch, table):
+    """The order hashes (user, hash of the key columns) whichever id a key got (counters.py: a fixed function of
+    the pair and the salt, never of other users' data), and breaks ties between keys of one hash on a function
+    of the keys: under one salt the kept pairs agree for every kind of id. "varchar": no hash shared (forced
+    kinds look up nothing); "colliding": composite keys with 29 hashes for 64 keys, so the order's lookup and
+    its tie-break both decide which pairs are kept."""
+    if table == "varchar":
+        con.execute("CREATE TABLE t AS SELECT i % 40 AS user_id, 'k' || ((i * 7919) % 997) AS item "
+                    "FROM range(4000) r(i)")
+        cols, kinds = ["item"], ["hash", "lookup", "carried", "rowid"]
+    else:          # tests/test_stages.py TIE_KEYS["composite"]: users of 0–63 of the 64 keys
+        con.execute("CREATE TABLE t AS SELECT u % 40 AS user_id, 'g' || (k % 3) AS tag, "
+                    "((1 + k // 8)::HUGEINT << 64) + (1 + k % 8) AS item FROM range(300) AS a(u), range(64) AS b(k) "
+                    "WHERE hash(u, k, 17) % 64 < u % 64")
+        cols, kinds = ["tag", "item"], ["lookup", "carried", "rowid"]
+    keys = ", ".join(f"d._dp_k{i}" for i in range(len(cols)))
+    collide = duckdb_stages.ids_collide
 
     def kept(ids: str) -> list[tuple]:
-        monkeypatch.setattr(duckdb_stages, "ids_collide", lambda ctx, dictionary: ids != "hash")
-        monkeypatch.setattr(duckdb_stages, "ids_clash", lambda ctx, dictionary, shared: ids == "rowid")
-        with open_run(con, "t", "user_id", "item", Randomness(None)) as stages:
+        if table == "varchar":
+            monkeypatch.setattr(duckdb_stages, "ids_collide", lambda ctx, dictionary: ids != "hash")
+        else:
+            monkeypatch.setattr(duckdb_stages, "ids_collide", collide)
+        _force(monkeypatch, ids)
+        with open_run(con, "t", "user_id", cols if len(cols) > 1 else cols[0], Randomness(None)) as stages:
             assert stages.ctx.key_ids is None
             monkeypatch.setattr(stages.ctx.randomness, "salt", lambda: 12345)
             pairs = stages.round_pairs()
-            assert (stages.ctx.ids_joined, stages.ctx.shared_ids is not None) == (ids != "hash", ids == "shared")
+            assert _ids_kind(stages.ctx) == ids
             frame = stages.truncate(stages.sized(pairs), 7)
             dictionary = stages.ctx.key_ids
-            return stages.ctx.con.sql(f"SELECT t._dp_user, d._dp_k0 FROM ({frame.sql}) AS t JOIN {dictionary} AS d "
-                                      "ON t._dp_k0 = d._dp_id", params=frame.params).fetchall()
+            return sorted(stages.ctx.con.sql(f"SELECT t._dp_user, {keys} FROM ({frame.sql}) AS t JOIN {dictionary} "
+                                             "AS d ON t._dp_k0 = d._dp_id", params=frame.params).fetchall(), key=repr)
 
-    by_hash = kept("hash")
-    assert len(by_hash) == 40 * 7
-    assert sorted(by_hash) == sorted(kept("shared")) == sorted(kept("rowid"))
+    first = kept(kinds[0])
+    assert len(first) == 40 * 7 if table == "varchar" else len(first) > 40 * 7 // 2
+    assert all(kept(ids) == first for ids in kinds[1:])
 
 
 def test_aggregate_after_a_selection_on_ids(con):

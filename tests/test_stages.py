@@ -335,12 +335,16 @@ TIED = (f"{2**64 + 2}::HUGEINT", f"{2 * 2**64 + 1}::HUGEINT")
 def test_truncation_ties_follow_the_key_not_the_row_order(con, kind, seeded, truncation):
     """DESIGN §3: a user's kept keys are a function of their own pairs and the salt. Each user holds exactly
     two keys whose keyed hashes tie (equal DuckDB hashes), Δ0 = 1: the key kept must not depend on the order
-    rows arrive in (which follows other users' data and the threads). Seeded runs truncate on the key columns,
-    unseeded composite keys on rowid ids (their hash ids collide). Failed before ties were broken on the key:
-    each table kept the key its rows listed first."""
+    rows arrive in (which follows other users' data and the threads). Seeded runs truncate on the key columns
+    (ties go by key), unseeded composite keys on ids (their hashes collide: the second id candidates, which
+    order the tie, counters.second_id_sql). Failed before ties were broken on the key: each table kept the key
+    its rows listed first."""
     con.execute("SET threads = 1")
     a, b = TIED
     assert con.sql(f"SELECT hash({a}) = hash({b}), hash('x', {a}) = hash('x', {b})").fetchall() == [(True, True)]
+    second = counters.second_id_sql(["VARCHAR", "HUGEINT"])
+    (by_second,), = con.sql(f"SELECT arg_min(_dp_k1::VARCHAR, {second}) FROM (VALUES ('x', {a}), ('x', {b})) "
+                            "AS v(_dp_k0, _dp_k1)").fetchall()
     item_col = ["tag", "item"] if kind == "composite" else "item"
     kept = []
     for first, second in ((a, b), (b, a)):
@@ -351,14 +355,15 @@ def test_truncation_ties_follow_the_key_not_the_row_order(con, kind, seeded, tru
                       truncation=truncation) as stages:
             pairs = stages.round_pairs()
             on_ids = kind == "composite" and not seeded
-            assert (stages.ctx.key_ids is not None, stages.ctx.ids_joined) == (on_ids, on_ids)   # not vacuous
+            assert (stages.ctx.key_ids is not None, stages.ctx.shared_ids is not None) == (on_ids, on_ids)
             t = stages.truncate(stages.sized(pairs), 1, salt=5)
             key = "_dp_k1" if kind == "composite" else "_dp_k0"
             sql = (f"SELECT d.{key}::VARCHAR FROM ({t.sql}) AS t JOIN temp.main.{stages.ctx.key_ids} AS d "
                    f"ON t._dp_k0 = d._dp_id" if on_ids else f"SELECT {key}::VARCHAR FROM ({t.sql})")
             kept.append(sorted(con.execute(sql, t.params).fetchall()))
     assert len(kept[0]) == 200 and kept[0] == kept[1]
-    assert set(kept[0]) == {(str(2**64 + 2),)}          # the smaller key: ties follow key order
+    on_ids = kind == "composite" and not seeded          # ties follow the second candidate, else the key order
+    assert set(kept[0]) == {(by_second if on_ids else str(2**64 + 2),)}
 
 
 # Keys whose DuckDB hashes tie often: the HUGEINT hi·2⁶⁴ + lo for hi, lo in 1..8 (64 keys, 29 distinct hashes: the
@@ -406,13 +411,16 @@ def test_truncation_cut_keeps_the_windows_pairs(con, monkeypatch, kind, truncati
     assert (tied > 0) is (kind != "varchar")           # and, where hashes tie, some fell back to the window
 
 
-@pytest.mark.parametrize("clash", [False, True])
+@pytest.mark.parametrize("ids", ["lookup", "carried", "rowid"])
 @pytest.mark.parametrize("passes", [1, 3])
-def test_truncation_cut_on_joined_key_ids_keeps_the_windows_pairs(con, monkeypatch, passes, clash):
+def test_truncation_cut_on_joined_key_ids_keeps_the_windows_pairs(con, monkeypatch, passes, ids):
     """Unseeded, keys whose hashes collide run on ids whose ties break on the id (`truncation_ties`): the shared
-    keys' small ids, or rowids where a hash clashes with them (forced). The cut applies there too: it keeps the
-    window's pairs, decoded to the keys (each run numbers its own ids)."""
-    monkeypatch.setattr(stages_duckdb, "ids_clash", lambda ctx, dictionary, shared: clash)
+    keys' second candidates (their hashes looked up, or carried where many), or rowids where the candidates
+    clash (forced). The cut applies there too: it keeps the window's pairs, decoded to the keys (each run
+    numbers its own ids)."""
+    monkeypatch.setattr(stages_duckdb, "ids_clash", lambda ctx, dictionary, shared: ids == "rowid")
+    if ids == "carried":
+        monkeypatch.setattr(stages_duckdb, "SHARED_LOOKUP", -1)
     select, item_col = TIE_KEYS["composite"]
     con.execute(f"CREATE TABLE t AS SELECT u AS user_id, {select} FROM range(300) AS a(u), range(64) AS b(k) "
                 f"WHERE hash(u, k, 17) % 64 < u % 64")
@@ -423,7 +431,9 @@ def test_truncation_cut_on_joined_key_ids_keeps_the_windows_pairs(con, monkeypat
     def kept(cut: bool) -> list[tuple]:
         with open_run(con, "t", "user_id", item_col, Randomness()) as stages:
             pairs = stages.round_pairs()
-            assert stages.ctx.ids_joined and stages.cut_applies() and (stages.ctx.shared_ids is None) == clash
+            ctx = stages.ctx
+            assert stages.cut_applies() and (ctx.shared_lookup is not None, ctx.ids_joined) == (
+                ids == "lookup", ids != "lookup")
             if not cut:
                 stages.cut_applies = lambda: False          # type: ignore[method-assign]
             t = stages.truncate(stages.sized(pairs), 5, salt=5)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import duckdb
 import pyarrow as pa
 
-from ..counters import collisions_possible, hash_injective, hashable, key_id_sql
+from ..counters import collisions_possible, hash_injective, hashable, key_id_sql, second_id_sql
 from ..errors import InternalError
 from ..noise_stage import release_keys, scan_noisy
 from ..run import RunContext
@@ -30,6 +30,9 @@ from ..validation import truncation as check_truncation
 from . import Query
 from .base import Engine, NoisePlan, Rule
 
+# Shared keys (stage_key_ids_shared.sql) whose hashes the truncation order reads off a bound list (a linear search per
+# pair, ~free at this length); with more, the pairs carry the hash as a column (`_dp_h`).
+SHARED_LOOKUP = 64
 # Memory one source row needs in one truncation pass (measured: 30M rows in 8 passes fit 600 MB).
 BYTES_PER_ROW_PASS = 200
 _UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
@@ -62,11 +65,11 @@ def ids_collide(ctx: RunContext, dictionary: str) -> bool:
 
 
 def ids_clash(ctx: RunContext, dictionary: str, shared: str) -> bool:
-    """Whether a key's hash in the run's dictionary is one of the ids 1…|shared| the keys sharing a hash got
-    (stage_key_ids_shared.sql): then those ids would not be injective next to the hash ids (chance about
-    |keys|·|shared|/2⁶⁴), and every key is numbered instead."""
-    return bool(ctx.scalar(f"SELECT count(*) FROM temp.main.{dictionary} WHERE _dp_id BETWEEN 1 AND "
-                           f"(SELECT count(*) FROM temp.main.{shared})"))
+    """Whether the second id candidates of the keys that share a hash (stage_key_ids_shared.sql) fail to be
+    injective next to the other keys' hashes: two are equal, or one is a key's hash in the run's dictionary
+    (chance about |keys|·|shared|/2⁶⁴ for a 64-bit digest). Then every key is numbered instead."""
+    return bool(ctx.scalar(f"SELECT count(*) <> count(DISTINCT _dp_id) OR (SELECT count(*) FROM temp.main.{dictionary} "
+                           f"WHERE _dp_id IN (SELECT _dp_id FROM temp.main.{shared})) > 0 FROM temp.main.{shared}"))
 
 
 class DuckDBStages(Engine):
@@ -169,51 +172,58 @@ class DuckDBStages(Engine):
         distinct keys go once into a dictionary [stage_key_ids.sql] with an id injective over them, the pairs
         carry the id as `_dp_k0` [stage_pairs_ids.sql], and every later stage reads the id (RunContext.key_ids)
         until `output` maps ids back. The id is the key's hash where no two keys share it; where a few do, those
-        keys are numbered 1, 2, … [stage_key_ids_shared.sql] and the pairs look only them up in that small table
-        (`shared_ids`); keys of types that are not `hashable`, or runs where a hash is one of those numbers, take
-        the dictionary's rowids [stage_key_ids_numbered.sql] through a join of every pair. Seeded releases keep
-        the key columns (digest counters: duckdp/counters.py)."""
+        keys take their second candidate [stage_key_ids_shared.sql], which each pair computes from its own key;
+        keys of types that are not `hashable`, or runs where those candidates clash, take the dictionary's
+        rowids [stage_key_ids_numbered.sql] through a join of every pair. Seeded releases keep the key columns
+        (digest counters: duckdp/counters.py)."""
         ctx = self.ctx
         source = ctx.source
         if ctx.key_ids is None:
             if ctx.randomness.seeded or not collisions_possible(source.key_types):
                 return self.pairs()
-            self._key_ids(len(source.keys))
+            self._key_ids()
         n = len(source.keys)
         key_hash = key_id_sql([f"s._dp_k{i}" for i in range(n)])
         base = ctx.base_idents()
         idents = {"source": base["source"], "user": base["user"], "key_select": base["key_select"],
-                  "key_id": key_hash, "join": "", "carried": ""}
-        if ctx.ids_joined:
-            looked_up = ctx.shared_ids or ctx.key_ids
+                  "key_id": key_hash, "join": "", "carried": f", {key_hash} AS _dp_h" if ctx.ids_joined else ""}
+        if ctx.shared_ids is not None:
+            idents["key_id"] = (f"CASE WHEN {key_hash} IN (SELECT _dp_h FROM temp.main.{ctx.shared_ids}) "
+                                f"THEN {second_id_sql(source.key_types)} ELSE {key_hash} END")
+        elif ctx.ids_joined:
             match = " AND ".join(f"s._dp_k{i} IS NOT DISTINCT FROM d._dp_k{i}" for i in range(n))
-            idents.update(join=f" {'LEFT ' if ctx.shared_ids else ''}JOIN temp.main.{looked_up} AS d ON {match}",
-                          key_id=f"coalesce(d._dp_id, {key_hash})" if ctx.shared_ids else "d._dp_id",
-                          carried=f", {key_hash} AS _dp_h")
+            idents.update(join=f" JOIN temp.main.{ctx.key_ids} AS d ON {match}", key_id="d._dp_id")
         return self.query("stage_pairs_ids", idents)
 
-    def _key_ids(self, n: int) -> None:
+    def _key_ids(self) -> None:
         """The run's dictionary and how its ids are assigned (`round_pairs`), once per run."""
         ctx = self.ctx
-        keys = ", ".join(f"_dp_k{i}" for i in range(n))
+        types = ctx.source.key_types
+        keys = [f"_dp_k{i}" for i in range(len(types))]
         target = ctx.temp_table("key_ids")
         ctx.key_ids = target
         ctx.execute("stage_key_ids", {"target": target, "source": ctx.source.sql, "key_select": ctx.key_select,
-                                      "key_id": key_id_sql(keys.split(", "))}, {})
-        hashes = hashable(ctx.source.key_types)
-        ctx.ids_joined = not hashes or ids_collide(ctx, target)
-        if not ctx.ids_joined:
+                                      "key_id": key_id_sql(keys)}, {})
+        hashes = hashable(types)
+        if hashes and not ids_collide(ctx, target):
             return
+        second = second_id_sql(types)
         if hashes:
             shared = ctx.temp_table("key_ids_shared")
-            ctx.execute("stage_key_ids_shared", {"shared": shared, "target": target, "keys": keys}, {})
+            ctx.execute("stage_key_ids_shared", {"shared": shared, "target": target, "second": second}, {})
             if not ids_clash(ctx, target, shared):
-                match = " AND ".join(f"d._dp_k{i} IS NOT DISTINCT FROM c._dp_k{i}" for i in range(n))
-                ctx.execute("stage_key_ids_renumber", {"target": target, "shared": shared, "match": match}, {})
+                ctx.execute("stage_key_ids_renumber", {"target": target, "shared": shared, "second": second}, {})
                 ctx.shared_ids = shared
+                pairs = ctx.con.sql(f"SELECT _dp_id, _dp_h FROM temp.main.{shared} ORDER BY _dp_id "
+                                    f"LIMIT {SHARED_LOOKUP + 1}").fetchall()
+                if len(pairs) <= SHARED_LOOKUP:        # the order reads each shared id's hash off a short list
+                    ctx.shared_lookup = ([int(i) for i, _ in pairs], [int(h) for _, h in pairs])
+                else:                                  # too many for a list: the pairs carry the hash
+                    ctx.ids_joined = True
                 return
-            ctx.drop(shared)                   # a hash is one of the small ids: number every key instead
-        ctx.execute("stage_key_ids_numbered", {"target": target, "keys": keys}, {})
+            ctx.drop(shared)                   # clashing candidates: number every key instead
+        ctx.ids_joined = True
+        ctx.execute("stage_key_ids_numbered", {"target": target, "keys": ", ".join(keys), "second": second}, {})
 
     def original_keys(self) -> None:
         """Back to the input's key columns after a mechanism ran on key ids (its output is decoded):
@@ -223,6 +233,7 @@ class DuckDBStages(Engine):
             self.ctx.drop(*[t for t in (self.ctx.key_ids, self.ctx.shared_ids) if t])
         self.ctx.key_ids = None
         self.ctx.shared_ids = None
+        self.ctx.shared_lookup = None
         self.ctx.ids_joined = False
 
     def sized(self, pairs: Query) -> Query:
@@ -238,7 +249,8 @@ class DuckDBStages(Engine):
     def truncation_order(self, salt: int) -> Query:
         """The keyed hash `truncate` ranks each user's pairs by under `salt` (stage_truncation_order.sql), for the
         truncation and every stage that must order pairs as it will; ties on it go by `truncation_ties()`."""
-        return self.query("stage_truncation_order", {"hashed": self.truncation_hashed()}, {"trunc_salt": salt})
+        return self.query("stage_truncation_order", {"hashed": self.truncation_hashed()},
+                          {"trunc_salt": salt} | self.ctx.pair_keys_params)
 
     def truncation_ties(self) -> str:
         """`, <columns>` that break ties of the truncation's keyed hash, "" where none can occur. A tie left to
@@ -251,7 +263,7 @@ class DuckDBStages(Engine):
         (stage_key_ids_shared.sql, stage_key_ids_numbered.sql)."""
         ctx = self.ctx
         if ctx.key_ids is not None:
-            return ", _dp_k0" if ctx.ids_joined else ""
+            return ", _dp_k0" if ctx.ids_joined or ctx.shared_ids is not None else ""
         return "" if hash_injective(ctx.source.key_types) else f", {ctx.key_aliases}"
 
     def truncate(self, sized: Query, max_contributions: int, salt: int | None = None) -> Query:
