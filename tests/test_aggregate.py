@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import duckdp
-from duckdp import cli
+from duckdp import cli, group_by
 from duckdp.aggregate_noise import collision_ranks, counters
-from duckdp.errors import BudgetExceeded, InvalidParameter, SchemaError
+from duckdp.errors import BudgetExceeded, InternalError, InvalidParameter, SchemaError
 from duckdp.lifecycle import open_run
 from duckdp.mechanisms.aggregate import duckdb as stages_sql
 from duckdp.mechanisms.aggregate import pre_thresholded_selection
@@ -56,6 +56,51 @@ def poisoned(con, table: pa.Table) -> str:
     con.execute("CREATE VIEW poisoned AS SELECT user_id, item, "
                 "CASE WHEN user_id >= 0 THEN error('data was read') END::BIGINT AS rating FROM _src")
     return "poisoned"
+
+
+# ---------------------------------------------------------------- exact noise drawn while the engine sums
+
+@pytest.mark.parametrize("seed", [1, None])
+@pytest.mark.parametrize("keys", ["dpsips", ["k001", "k002", "k007"]])
+def test_noise_drawn_early_is_the_noise_of_the_measures_counters(con, monkeypatch, keys, seed):
+    """group_by draws each measure's exact noise from `counters` (agg_counters.sql) while the engine sums, and
+    checks the measures' own counters equal them: seeded, the release equals the one drawn after the sums from
+    the measures' counters (the noise of the counters the numbers belong to); counters that differ (here: one
+    key's shifted, so its noise would belong to another counter) are refused, not released."""
+    con.register("ratings", ratings())
+    first = run(con, "ratings", keys=keys, seed=seed).to_arrow()
+    if seed is not None:
+        monkeypatch.setattr(group_by, "ThreadPoolExecutor", _SerialAfterSums)
+        assert run(con, "ratings", keys=keys, seed=seed).to_arrow().equals(first)
+        monkeypatch.undo()
+    real = stages_sql.counters
+
+    def shifted(engine, frame):
+        table = real(engine, frame)
+        lo = table.column("_dp_clo").to_numpy().copy()
+        lo[-1] += 1
+        return table.set_column(1, "_dp_clo", pa.array(lo, pa.uint64()))
+
+    monkeypatch.setattr(stages_sql, "counters", shifted)
+    with pytest.raises(InternalError, match="counters"):
+        run(con, "ratings", keys=keys, seed=seed)
+
+
+class _SerialAfterSums:
+    """A stand-in for group_by's one-thread pool whose task runs only when its result is asked for, i.e. after the
+    sums: the order the noise was drawn in before it moved into a thread."""
+
+    def __init__(self, max_workers: int):
+        pass
+
+    def __enter__(self) -> _SerialAfterSums:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn, *args):
+        return mock.Mock(result=lambda: fn(*args))
 
 
 # ---------------------------------------------------------------- listing

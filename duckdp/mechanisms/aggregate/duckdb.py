@@ -139,6 +139,16 @@ def measures(engine: DuckDBStages, plan: AggregatePlan, kept: Query, keys: Query
     return _positions(out, positional)
 
 
+def counters(engine: DuckDBStages, keys: Query) -> pa.Table:
+    """The keys' PRF counters (`_dp_chi`, `_dp_clo`) in `measures`' row order [agg_counters.sql], before the
+    metrics are summed (the exact noise is drawn from them meanwhile)."""
+    ctx = engine.ctx
+    hi, lo, positional = _counter_idents(ctx)
+    out = ctx.arrow("agg_counters", {"keyset": f"({keys.sql})", "keys": ctx.key_aliases, "counter_hi": hi,
+                                     "counter_lo": lo}, keys.params)
+    return _positions(out, positional)
+
+
 def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchReader:
     """keys="threshold" (spec §4.2): every row bound once (stages 2–4 over all keys: `bound_keys` of every row,
     one Δ0 truncation), then per key with c = distinct users − (pre_threshold − 1) ≥ 1: its counter, `_dp_c` (stage

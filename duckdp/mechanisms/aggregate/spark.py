@@ -99,6 +99,13 @@ def measures(engine: SparkStages, plan: AggregatePlan, kept: DataFrame, keys: Da
     return out.toArrow()
 
 
+def counters(engine: SparkStages, keys: DataFrame) -> pa.Table:
+    """The keys' PRF counters in `measures`' row order [agg_counters.sql], as ./duckdb.py's `counters`."""
+    hi, lo, _ = counter_sql(keys.schema, engine.keys)
+    return engine.template("agg_counters", {"keyset": keys}, {},
+                           fragments={"counter_hi": hi, "counter_lo": lo}).toArrow()
+
+
 def user_counts(engine: SparkStages, plan: AggregatePlan) -> DataFrame:
     """keys="threshold" [agg_user_counts.sql]: every row bound once (one Δ0 truncation over all keys), then per key
     with c = distinct users − (pre_threshold − 1) ≥ 1 its counter, `_dp_c`, the budgeted measures of the same
