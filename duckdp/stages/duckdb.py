@@ -258,9 +258,9 @@ class DuckDBStages(Engine):
         (DESIGN §3: a user's kept keys are a function of their own pairs and the salt). DuckDB's hash of one
         ≤ 64-bit integer (or float, or DECIMAL of ≤ 18 digits) is a bijection and hash(user, k) is injective in
         hash(k), so such keys and hash ids (distinct by construction) cannot tie (counters.hash_injective);
-        strings, composites and 128-bit types can, so the key breaks the tie, and so can ids that are not all
-        hashes, which carry the colliding `_dp_h` and, among keys of one hash, follow key order
-        (stage_key_ids_shared.sql, stage_key_ids_numbered.sql)."""
+        strings, composites and 128-bit types can, so the key breaks the tie; on ids that are not all hashes the
+        id does: ties occur only between keys of one hash, whose ids follow (second candidate, key), a function
+        of the keys (stage_key_ids_shared.sql, stage_key_ids_numbered.sql)."""
         ctx = self.ctx
         if ctx.key_ids is not None:
             return ", _dp_k0" if ctx.ids_joined or ctx.shared_ids is not None else ""
