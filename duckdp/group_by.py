@@ -12,6 +12,7 @@ docs/specs/private-group-by.md.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from types import ModuleType
@@ -40,6 +41,10 @@ from .validation import truncation as check_truncation
 # ε ∈ {1, 4}, Δ0 ∈ {10, 100}, three key modes; the 3 others at Δ0 = 100, 4–5 % fewer), up to 356 → 2,142 keys;
 # select() keeps "per_user", which releases more keys on the text datasets.
 DEFAULT_TRUNCATION = "global"
+
+
+# Keys per call of the exact sampler in `_exact_noise` (~50 ms of draws): how long a failed call waits for it.
+NOISE_CHUNK = 4096
 
 
 @dataclass
@@ -254,12 +259,19 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
         if mode != "threshold":
             keyset = own.keyset(stages, keyset_table)
             early = counters(own.counters(stages, keyset))      # the measures' counters, in their row order
+            stop = threading.Event()
             with ThreadPoolExecutor(max_workers=1) as pool:      # the exact noise, drawn while the engine sums
-                pending = pool.submit(_exact_noise, randomness, plan, *early)
-                rows = own.restrict(stages, plan, keyset)
-                kept = own.bound_keys(stages, plan, rows)      # one pass over the rows: pairs carry their sums
-                true = own.measures(stages, plan, kept, keyset)
+                pending = pool.submit(_exact_noise, randomness, plan, *early, stop)
+                try:
+                    rows = own.restrict(stages, plan, keyset)
+                    kept = own.bound_keys(stages, plan, rows)  # one pass over the rows: pairs carry their sums
+                    true = own.measures(stages, plan, kept, keyset)
+                except BaseException:                          # e.g. Ctrl-C: the draws stop within a chunk
+                    stop.set()
+                    raise
                 drawn = pending.result()
+            if drawn is None:
+                raise InternalError("invariant failed: the exact noise stopped without a reason")
         hi, lo = counters(true)
         if drawn is not None and not (np.array_equal(hi, early[0]) and np.array_equal(lo, early[1])):
             raise InternalError("invariant failed: the measures' counters are not those the noise was drawn for")
@@ -281,13 +293,27 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
                      rounds=rounds, truncation=truncation, _table=out)
 
 
-def _exact_noise(randomness: Randomness, plan: AggregatePlan, hi: np.ndarray, lo: np.ndarray) -> dict[int, np.ndarray]:
-    """Each budgeted measure's exact N_Z(0, σ²) per key (aggregate_noise.noise), by measure index. A draw is a
-    function of (K, the measure's tag, the key's counter) only, not of any sum, so it can be drawn in a thread
-    while the engine computes the sums (DuckDB and Spark run outside the GIL): the serial Python sampler
-    (~8·10⁴ draws per second) then costs no wall time where the metrics' grouped pass takes longer."""
-    return {i: aggregate_noise.noise(randomness, m.tag, hi, lo, m.sigma)
-            for i, m in enumerate(plan.measures) if m.tag != THRESHOLD_TAG}
+def _exact_noise(randomness: Randomness, plan: AggregatePlan, hi: np.ndarray, lo: np.ndarray,
+                 stop: threading.Event) -> dict[int, np.ndarray] | None:
+    """Each budgeted measure's exact N_Z(0, σ²) per key (aggregate_noise.noise), by measure index; None once `stop`
+    is set. A draw is a function of (K, the measure's tag, the key's counter and collision rank) only, not of any
+    sum, so it can be drawn in a thread while the engine computes the sums (DuckDB and Spark run outside the GIL):
+    the serial Python sampler (~8·10⁴ draws per second) then costs no wall time where the metrics' grouped pass
+    takes longer. Drawn in chunks of NOISE_CHUNK keys (the same draws: ranks are those of all the keys), so a
+    failed or interrupted call waits for one chunk, not for every draw of a large public key set."""
+    ranks = aggregate_noise.collision_ranks(hi, lo)
+    out: dict[int, np.ndarray] = {}
+    for i, m in enumerate(plan.measures):
+        if m.tag == THRESHOLD_TAG:
+            continue
+        parts = [np.zeros(0, dtype=np.int64)]
+        for start in range(0, hi.size, NOISE_CHUNK):
+            if stop.is_set():
+                return None
+            part = slice(start, start + NOISE_CHUNK)
+            parts.append(aggregate_noise.noise(randomness, m.tag, hi[part], lo[part], m.sigma, ranks[part]))
+        out[i] = np.concatenate(parts)
+    return out
 
 
 __all__ = ["Aggregate", "aggregate"]

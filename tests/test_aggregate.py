@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from unittest import mock
 
 import numpy as np
@@ -14,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import duckdp
-from duckdp import cli, group_by
+from duckdp import aggregate_noise, cli, group_by
 from duckdp.aggregate_noise import collision_ranks, counters
 from duckdp.errors import BudgetExceeded, InternalError, InvalidParameter, SchemaError
 from duckdp.lifecycle import open_run
@@ -84,6 +85,44 @@ def test_noise_drawn_early_is_the_noise_of_the_measures_counters(con, monkeypatc
     monkeypatch.setattr(stages_sql, "counters", shifted)
     with pytest.raises(InternalError, match="counters"):
         run(con, "ratings", keys=keys, seed=seed)
+
+
+def test_failed_sums_stop_the_exact_noise(con, monkeypatch):
+    """When the engine's sums fail (or Ctrl-C interrupts them), the draws running beside them stop at their next
+    chunk instead of finishing every draw of the key set (group_by._exact_noise): here the worker waits for the
+    failure before its first chunk, and must return nothing; the call raises the engine's error."""
+    con.register("ratings", ratings())
+    real, seen = group_by._exact_noise, []
+
+    def waiting(randomness, plan, hi, lo, stop):
+        assert stop.wait(timeout=60)
+        seen.append(real(randomness, plan, hi, lo, stop))
+        return seen[-1]
+
+    def failing(*args):
+        raise RuntimeError("the engine failed")
+
+    monkeypatch.setattr(group_by, "_exact_noise", waiting)
+    monkeypatch.setattr(stages_sql, "restrict", failing)
+    with pytest.raises(RuntimeError, match="the engine failed"):
+        run(con, "ratings", keys=["k001", "k002"])
+    assert seen == [None]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 4096])
+def test_exact_noise_in_chunks_is_the_same_draws(monkeypatch, chunk):
+    """`_exact_noise` draws in chunks of NOISE_CHUNK keys with the ranks of all keys: the same numbers as one call
+    of aggregate_noise.noise per measure, also where counters collide (ranks > 0)."""
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), METRICS, max_contributions=5, keys="public")
+    randomness = Randomness(7)
+    hi = np.array([0, 0, 0, 1, 1, 2], dtype=np.int64)
+    lo = np.array([5, 5, 6, 5, 5, 9], dtype=np.uint64)
+    monkeypatch.setattr(group_by, "NOISE_CHUNK", chunk)
+    drawn = group_by._exact_noise(randomness, plan, hi, lo, threading.Event())
+    assert drawn is not None and set(drawn) == {i for i, m in enumerate(plan.measures) if m.tag != THRESHOLD_TAG}
+    for i, values in drawn.items():
+        m = plan.measures[i]
+        assert np.array_equal(values, aggregate_noise.noise(randomness, m.tag, hi, lo, m.sigma))
 
 
 class _SerialAfterSums:
