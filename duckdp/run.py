@@ -37,7 +37,7 @@ class RunContext:
         self._temps: list[str] = []
         self._views: list[str] = []
         self.key_ids: str | None = None     # the dictionary (`_dp_id`, key columns) while keys are ids
-        self.ids_joined = False             # the pairs carry `_dp_h` (rowid ids, or many shared keys)
+        self.pairs_carry_hash = False             # the pairs carry `_dp_h` (rowid ids, or many shared keys)
         self.shared_ids: str | None = None  # the keys sharing a hash (`_dp_h`, their id `_dp_id`), if they have ids
         self.shared_lookup: tuple[list[int], list[int]] | None = None   # their (ids, hashes) for the order
         self._threads: int | None = None
@@ -70,7 +70,7 @@ class RunContext:
             return ("CASE WHEN list_contains($shared_ids::UBIGINT[], _dp_k0) THEN "
                     "list_extract($shared_hashes::UBIGINT[], list_position($shared_ids::UBIGINT[], _dp_k0)) "
                     "ELSE _dp_k0 END")
-        return "_dp_h" if self.ids_joined else "_dp_k0"
+        return "_dp_h" if self.pairs_carry_hash else "_dp_k0"
 
     @property
     def pair_keys_params(self) -> dict:

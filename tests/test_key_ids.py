@@ -96,8 +96,8 @@ def _ids_kind(ctx) -> str:
     their second candidate, whose hash the order looks up), "carried" (the same, the pairs carry the hash) or
     "rowid"."""
     if ctx.shared_ids is None:
-        return "rowid" if ctx.ids_joined else "hash"
-    return "carried" if ctx.ids_joined else "lookup"
+        return "rowid" if ctx.pairs_carry_hash else "hash"
+    return "carried" if ctx.pairs_carry_hash else "lookup"
 
 
 def _force(monkeypatch, ids: str) -> None:

@@ -432,7 +432,7 @@ def test_truncation_cut_on_joined_key_ids_keeps_the_windows_pairs(con, monkeypat
         with open_run(con, "t", "user_id", item_col, Randomness()) as stages:
             pairs = stages.round_pairs()
             ctx = stages.ctx
-            assert stages.cut_applies() and (ctx.shared_lookup is not None, ctx.ids_joined) == (
+            assert stages.cut_applies() and (ctx.shared_lookup is not None, ctx.pairs_carry_hash) == (
                 ids == "lookup", ids != "lookup")
             if not cut:
                 stages.cut_applies = lambda: False          # type: ignore[method-assign]

@@ -186,11 +186,11 @@ class DuckDBStages(Engine):
         key_hash = key_id_sql([f"s._dp_k{i}" for i in range(n)])
         base = ctx.base_idents()
         idents = {"source": base["source"], "user": base["user"], "key_select": base["key_select"],
-                  "key_id": key_hash, "join": "", "carried": f", {key_hash} AS _dp_h" if ctx.ids_joined else ""}
+                  "key_id": key_hash, "join": "", "carried": f", {key_hash} AS _dp_h" if ctx.pairs_carry_hash else ""}
         if ctx.shared_ids is not None:
             idents["key_id"] = (f"CASE WHEN {key_hash} IN (SELECT _dp_h FROM temp.main.{ctx.shared_ids}) "
                                 f"THEN {second_id_sql(source.key_types)} ELSE {key_hash} END")
-        elif ctx.ids_joined:
+        elif ctx.pairs_carry_hash:
             match = " AND ".join(f"s._dp_k{i} IS NOT DISTINCT FROM d._dp_k{i}" for i in range(n))
             idents.update(join=f" JOIN temp.main.{ctx.key_ids} AS d ON {match}", key_id="d._dp_id")
         return self.query("stage_pairs_ids", idents)
@@ -219,10 +219,10 @@ class DuckDBStages(Engine):
                 if len(pairs) <= SHARED_LOOKUP:        # the order reads each shared id's hash off a short list
                     ctx.shared_lookup = ([int(i) for i, _ in pairs], [int(h) for _, h in pairs])
                 else:                                  # too many for a list: the pairs carry the hash
-                    ctx.ids_joined = True
+                    ctx.pairs_carry_hash = True
                 return
             ctx.drop(shared)                   # clashing candidates: number every key instead
-        ctx.ids_joined = True
+        ctx.pairs_carry_hash = True
         ctx.execute("stage_key_ids_numbered", {"target": target, "keys": ", ".join(keys), "second": second}, {})
 
     def original_keys(self) -> None:
@@ -234,7 +234,7 @@ class DuckDBStages(Engine):
         self.ctx.key_ids = None
         self.ctx.shared_ids = None
         self.ctx.shared_lookup = None
-        self.ctx.ids_joined = False
+        self.ctx.pairs_carry_hash = False
 
     def sized(self, pairs: Query) -> Query:
         return self.query("stage_sized", {"pairs": pairs.sql}, pairs.params)
@@ -263,7 +263,7 @@ class DuckDBStages(Engine):
         of the keys (stage_key_ids_shared.sql, stage_key_ids_numbered.sql)."""
         ctx = self.ctx
         if ctx.key_ids is not None:
-            return ", _dp_k0" if ctx.ids_joined or ctx.shared_ids is not None else ""
+            return ", _dp_k0" if ctx.pairs_carry_hash or ctx.shared_ids is not None else ""
         return "" if hash_injective(ctx.source.key_types) else f", {ctx.key_aliases}"
 
     def truncate(self, sized: Query, max_contributions: int, salt: int | None = None) -> Query:

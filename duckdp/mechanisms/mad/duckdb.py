@@ -257,7 +257,7 @@ def mad2r_vectors(engine: DuckDBStages, pairs: Query, status: Query, max_contrib
     source = Query(engine.table_name(pairs), {}) if cuts is None else pruned(engine, pairs, cuts, salt)
     remaining = engine.query("mad2r_remaining", {"pairs": source.sql if cuts is None else f"({source.sql})",
                                                  "keys": keys, "status": engine.table_name(status),
-                                                 "carried": ", p._dp_h" if ctx.ids_joined else ""},
+                                                 "carried": ", p._dp_h" if ctx.pairs_carry_hash else ""},
                              source.params)
     kept = engine.truncate(engine.sized(remaining), max_contributions, salt)
     vectors = engine.store(engine.query("mad2r_vectors", {"kept": kept.sql, "keys": keys}, kept.params), "vectors2")
