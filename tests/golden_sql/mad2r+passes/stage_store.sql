@@ -18,7 +18,7 @@ SELECT _dp_user, _dp_k0, _dp_d, 1.0 / sqrt(_dp_d) AS _dp_uw FROM kept
 CREATE TEMP TABLE "_duckdp_000000000000_candidates5" AS
 SELECT * FROM (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
-  FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p ANTI JOIN "_duckdp_000000000000_vectors2" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised WHERE hash(_dp_user) % $nparts = $part
+  FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p ANTI JOIN "_duckdp_000000000000_vectors2" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised WHERE hash(_dp_user) % $nparts::UBIGINT = $part::UBIGINT
 ) AS ordered
 QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY _dp_order) <= $candidates
 
