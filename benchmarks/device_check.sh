@@ -17,6 +17,8 @@
 #   bash benchmarks/device_check.sh aggregate  # ~260 s: aggregate vs select at 100M inside 2 GB, its statements'
 #                                              # CPU / wall, then a 10M-key user
 #   bash benchmarks/device_check.sh sweep      # ~200 s: 10M rows at 16 8 4 2 1 threads
+#   bash benchmarks/device_check.sh recheck    # ~170 s: the two bars left open, on a few minutes of budget: aggregate vs
+#                                              # select (weighted_gaussian, 100M, 2 GB), then VARCHAR mad at 100M, 3 runs
 # Outputs (markdown tables, plots) land in $OUT (the device tool's folder) or the folder given second.
 # KEYS (default "bigint varchar") picks key types; ROWS_BIG / ROWS shrink the tables for a local smoke run.
 set -uo pipefail
@@ -78,6 +80,13 @@ case $part in
     # shellcheck disable=SC2086
     run 300 $py benchmarks/bench_speed.py --rows "$rows" --repeat 1 --threads 16 8 4 2 1 --key-type $keys \
       --algos $algos --plot "$out/sweep.png" 2>&1 | tee "$out/sweep.txt" ;;
-  *) echo "unknown part: $part (all | speed | aggregate | sweep)" >&2; exit 2 ;;
+  recheck)
+    stamp aggregate
+    run 110 $py benchmarks/bench_large.py --rows "$rows_big" --memory-limit 2GB --threads 16 --aggregate \
+      --algos weighted_gaussian 2>&1 | tee "$out/aggregate_recheck.txt"
+    stamp varchar
+    run 150 $py benchmarks/bench_speed.py --rows "$rows_big" --repeat 3 --threads 16 --key-type varchar \
+      --algos weighted_gaussian mad --plot "$out/varchar_recheck.png" 2>&1 | tee "$out/varchar_recheck.txt" ;;
+  *) echo "unknown part: $part (all | speed | aggregate | sweep | recheck)" >&2; exit 2 ;;
 esac
 stamp done

@@ -286,26 +286,34 @@ class DuckDBStages(Engine):
                 table = self._store_as(sized, "sized")
             passes = min(passes, self.passes_for(self.ctx.scalar(f"SELECT count(*) FROM {table}")))
             if passes > 1:
-                kept = self.ctx.temp_table("kept")
-                self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": table},
-                                 {"max_contributions": max_contributions})
-                window = self._window("part", order, params)
-                for part in range(passes):
-                    users = self.user_part(passes, part)
-                    self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": table, "users": users.sql,
-                                                             "window": window.sql}, merge(window.params, users.params))
-            elif owned:     # they fit one query: run it now, so the stored pairs can go
-                kept = self._store_as(self._truncate_one(table, order, params), "kept")
-            else:
+                return self.table(self._truncate_passes(table, owned, passes, order, params))
+            if not owned:
                 return self._truncate_one(table, order, params)
-            if owned:
-                self.ctx.drop(table)              # free its memory and spill before the next stage
+            kept = self._store_as(self._truncate_one(table, order, params), "kept")    # run now: the pairs can go
+            self.ctx.drop(table)                  # free its memory and spill before the next stage
             return self.table(kept)
         if table is not None:
             return self._truncate_one(table, order, params)
         body = self._truncate_one("sized", order, params)
         return self.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
                           merge(sized.params, body.params))
+
+    def _truncate_passes(self, sized: str, owned: bool, passes: int, order: Query, params: dict) -> str:
+        """`truncate` in user-hash passes into a TEMP table (returned): users within Δ0 keep every pair
+        [stage_truncate_light.sql]; the pairs of the users over Δ0 are stored once [stage_truncate_over.sql] (`sized`
+        dropped then where `owned`), and each pass reads them alone [stage_truncate_pass.sql]."""
+        kept, over = self.ctx.temp_table("kept"), self.ctx.temp_table("over")
+        self.ctx.execute("stage_truncate_light", {"kept": kept, "sized": sized}, params)
+        self.ctx.execute("stage_truncate_over", {"over": over, "sized": sized}, params)
+        if owned:
+            self.ctx.drop(sized)
+        window = self._window("part", order, params)
+        for part in range(passes):
+            users = self.user_part(passes, part)
+            self.ctx.execute("stage_truncate_pass", {"kept": kept, "sized": over, "users": users.sql,
+                                                     "window": window.sql}, merge(window.params, users.params))
+        self.ctx.drop(over)
+        return kept
 
     def cut_applies(self) -> bool:
         """Whether the users over Δ0 are truncated by the cut (stage_truncate_cut.sql, the window's pairs exactly)

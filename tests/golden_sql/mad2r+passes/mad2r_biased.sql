@@ -6,7 +6,7 @@ WITH ordered AS (    -- users with a bias below 1, v in decreasing order: rank r
                                   ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS _dp_tail,
          lag(_dp_v) OVER (PARTITION BY _dp_user ORDER BY _dp_v DESC, _dp_k0) AS _dp_prev,
          $beta_max / sqrt(_dp_d) AS _dp_cap
-  FROM "_duckdp_000000000000_vectors211" WHERE _dp_user IN (SELECT _dp_user FROM "_duckdp_000000000000_vectors211" WHERE _dp_biased)
+  FROM "_duckdp_000000000000_vectors213" WHERE _dp_user IN (SELECT _dp_user FROM "_duckdp_000000000000_vectors213" WHERE _dp_biased)
 ), candidate AS (    -- λ_r for "the r−1 largest capped"
   SELECT *, CASE WHEN 1 - (_dp_r - 1) * _dp_cap * _dp_cap > 0
                  THEN sqrt((1 - (_dp_r - 1) * _dp_cap * _dp_cap) / _dp_tail) END AS _dp_lam

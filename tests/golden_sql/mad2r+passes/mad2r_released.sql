@@ -1,5 +1,5 @@
 -- rendering 1 of 2; binds none
-SELECT _dp_k0 FROM "_duckdp_000000000000_status3" WHERE _dp_released
+SELECT _dp_k0 FROM "_duckdp_000000000000_status4" WHERE _dp_released
 
 -- rendering 2 of 2; binds none
-SELECT _dp_k0 FROM "_duckdp_000000000000_status3" WHERE _dp_released
+SELECT _dp_k0 FROM "_duckdp_000000000000_status4" WHERE _dp_released

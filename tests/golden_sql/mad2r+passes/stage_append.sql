@@ -1,7 +1,7 @@
 -- rendering 1 of 1; binds $candidates=69, $nparts=2, $part=1, $trunc_salt=4495534904771661033
-INSERT INTO "_duckdp_000000000000_candidates5"
+INSERT INTO "_duckdp_000000000000_candidates6"
 SELECT * FROM (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
-  FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p ANTI JOIN "_duckdp_000000000000_vectors2" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised WHERE hash(_dp_user) % $nparts::UBIGINT = $part::UBIGINT
+  FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p ANTI JOIN "_duckdp_000000000000_vectors3" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised WHERE hash(_dp_user) % $nparts::UBIGINT = $part::UBIGINT
 ) AS ordered
 QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY _dp_order) <= $candidates

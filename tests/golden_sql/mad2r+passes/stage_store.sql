@@ -8,25 +8,25 @@ WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carrie
 SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user)
 
 -- rendering 2 of 7; binds none
-CREATE TEMP TABLE "_duckdp_000000000000_vectors2" AS
+CREATE TEMP TABLE "_duckdp_000000000000_vectors3" AS
 WITH kept AS (       -- kept pairs with d (stage_truncate.sql)
   SELECT * FROM "_duckdp_000000000000_kept1"
 )
 SELECT _dp_user, _dp_k0, _dp_d, 1.0 / sqrt(_dp_d) AS _dp_uw FROM kept
 
 -- rendering 3 of 7; binds $candidates=69, $nparts=2, $part=0, $trunc_salt=4495534904771661033
-CREATE TEMP TABLE "_duckdp_000000000000_candidates5" AS
+CREATE TEMP TABLE "_duckdp_000000000000_candidates6" AS
 SELECT * FROM (
   SELECT *, hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) AS _dp_order
-  FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p ANTI JOIN "_duckdp_000000000000_vectors2" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised WHERE hash(_dp_user) % $nparts::UBIGINT = $part::UBIGINT
+  FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p ANTI JOIN "_duckdp_000000000000_vectors3" AS s ON p._dp_k0 IS NOT DISTINCT FROM s._dp_k0) AS unnoised WHERE hash(_dp_user) % $nparts::UBIGINT = $part::UBIGINT
 ) AS ordered
 QUALIFY row_number() OVER (PARTITION BY _dp_user ORDER BY _dp_order) <= $candidates
 
 -- rendering 4 of 7; binds $candidates=69, $max_contributions=2
-CREATE TEMP TABLE "_duckdp_000000000000_unsettled7" AS
+CREATE TEMP TABLE "_duckdp_000000000000_unsettled8" AS
 WITH c AS (          -- each candidate pair: its order and whether it stays for round 2
   SELECT c._dp_user, c._dp_order, s._dp_round2 IS NOT false AS _dp_in
-  FROM "_duckdp_000000000000_candidates5" AS c LEFT JOIN "_duckdp_000000000000_status3" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
+  FROM "_duckdp_000000000000_candidates6" AS c LEFT JOIN "_duckdp_000000000000_status4" AS s ON c._dp_k0 IS NOT DISTINCT FROM s._dp_k0
 ), cut AS (          -- users cut at the limit, with the order of their last candidate
   SELECT _dp_user, max(_dp_order) AS _dp_last FROM c GROUP BY _dp_user HAVING count(*) >= $candidates
 )
@@ -35,27 +35,27 @@ GROUP BY _dp_user, _dp_last
 HAVING count(*) FILTER (WHERE _dp_in AND _dp_order < _dp_last) < $max_contributions
 
 -- rendering 5 of 7; binds $candidates=69
-CREATE TEMP TABLE "_duckdp_000000000000_cuts8" AS
+CREATE TEMP TABLE "_duckdp_000000000000_cuts9" AS
 SELECT _dp_user, max(_dp_order) AS _dp_last
-FROM (SELECT c.* FROM "_duckdp_000000000000_candidates5" AS c ANTI JOIN "_duckdp_000000000000_unsettled7" AS u USING (_dp_user)) AS settled
+FROM (SELECT c.* FROM "_duckdp_000000000000_candidates6" AS c ANTI JOIN "_duckdp_000000000000_unsettled8" AS u USING (_dp_user)) AS settled
 GROUP BY _dp_user HAVING count(*) >= $candidates
 
 -- rendering 6 of 7; binds $trunc_salt=4495534904771661033
-CREATE TEMP TABLE "_duckdp_000000000000_sized9" AS
+CREATE TEMP TABLE "_duckdp_000000000000_sized10" AS
 WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
   SELECT _dp_user, _dp_k0
-FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p LEFT JOIN "_duckdp_000000000000_cuts8" AS c USING (_dp_user)
+FROM (SELECT p.* FROM "_duckdp_000000000000_pairs0" AS p LEFT JOIN "_duckdp_000000000000_cuts9" AS c USING (_dp_user)
 WHERE c._dp_last IS NULL OR hash(xor(hash(_dp_user, _dp_k0), $trunc_salt)) <= c._dp_last) AS p
-ANTI JOIN (SELECT _dp_k0 FROM "_duckdp_000000000000_status3" WHERE _dp_round2 = false) AS out USING (_dp_k0)
+ANTI JOIN (SELECT _dp_k0 FROM "_duckdp_000000000000_status4" WHERE _dp_round2 = false) AS out USING (_dp_k0)
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )
 SELECT pairs.*, sizes.* EXCLUDE (_dp_user) FROM pairs JOIN sizes USING (_dp_user)
 
 -- rendering 7 of 7; binds none
-CREATE TEMP TABLE "_duckdp_000000000000_vectors211" AS
+CREATE TEMP TABLE "_duckdp_000000000000_vectors213" AS
 WITH kept AS (       -- kept round-2 pairs with d
-  SELECT * FROM "_duckdp_000000000000_kept10"
+  SELECT * FROM "_duckdp_000000000000_kept11"
 )
 SELECT _dp_user, _dp_k0, _dp_d, 1.0 / sqrt(_dp_d) AS _dp_v, 1.0 / sqrt(_dp_d) AS _dp_uw, false AS _dp_biased
 FROM kept

@@ -3,5 +3,5 @@ CREATE TEMP TABLE "_duckdp_000000000000_kept1" AS
 SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM "_duckdp_000000000000_pairs0" WHERE _dp_size <= $max_contributions
 
 -- rendering 2 of 2; binds $max_contributions=2
-CREATE TEMP TABLE "_duckdp_000000000000_kept10" AS
-SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM "_duckdp_000000000000_sized9" WHERE _dp_size <= $max_contributions
+CREATE TEMP TABLE "_duckdp_000000000000_kept11" AS
+SELECT * EXCLUDE (_dp_size), _dp_size::DOUBLE AS _dp_d FROM "_duckdp_000000000000_sized10" WHERE _dp_size <= $max_contributions

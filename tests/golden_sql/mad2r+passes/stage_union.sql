@@ -1,4 +1,4 @@
 -- rendering 1 of 1; binds none
-(SELECT _dp_k0 FROM "_duckdp_000000000000_status3" WHERE _dp_released)
+(SELECT _dp_k0 FROM "_duckdp_000000000000_status4" WHERE _dp_released)
 UNION ALL
-(SELECT * FROM "_duckdp_000000000000_selected12")
+(SELECT * FROM "_duckdp_000000000000_selected14")

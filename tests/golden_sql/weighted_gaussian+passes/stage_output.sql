@@ -1,2 +1,2 @@
 -- rendering 1 of 1; binds none
-SELECT _dp_k0 AS "item" FROM (SELECT * FROM "_duckdp_000000000000_selected2") ORDER BY ALL
+SELECT _dp_k0 AS "item" FROM (SELECT * FROM "_duckdp_000000000000_selected3") ORDER BY ALL
