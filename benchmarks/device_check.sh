@@ -45,7 +45,10 @@ else
 fi
 export PYTHONUNBUFFERED=1
 { echo "nproc $(nproc); $($py --version); duckdb $($py -c 'import duckdb; print(duckdb.__version__)')"
-  lscpu | grep 'Model name'; git log -1 --format='code %h %s' 2>/dev/null; } | tee "$out/machine.txt"
+  lscpu | grep 'Model name'; git log -1 --format='code %h %s' 2>/dev/null
+  # the device's copy of .git can lag the working tree it copies: name the code by its files too
+  echo "sources $(find duckdp sql -type f \( -name '*.py' -o -name '*.sql' \) | sort | xargs cat | sha1sum | cut -c1-12)"
+} | tee "$out/machine.txt"
 
 stamp() { echo "== $1 $(date -u +%H:%M:%S)"; }
 start=$SECONDS
