@@ -41,7 +41,8 @@ def test_benchmark_answers_help(script):
 
 
 def test_device_check_runs_every_part_on_small_tables(tmp_path):
-    """`device_check.sh all` on tiny tables: every part runs to its tables, no traceback, no part skipped."""
+    """`device_check.sh all`, then `recheck`, on tiny tables: every part runs to its tables, no traceback, no part
+    skipped."""
     env = ENV | {"ROWS_BIG": "200000", "ROWS": "50000", "KEYS": "bigint", "PYTHON": sys.executable,
                  "DEADLINE": "1000"}
     out = subprocess.run(["bash", "benchmarks/device_check.sh", "all", str(tmp_path)], capture_output=True,
@@ -53,3 +54,10 @@ def test_device_check_runs_every_part_on_small_tables(tmp_path):
         assert "| weighted_gaussian" in text or "| aggregate(weighted_gaussian)" in text, (name, text[-1500:])
     profile = (tmp_path / "aggregate_profile.txt").read_text()
     assert "| aggregate # |" in profile and "CPU / wall" in profile, profile[-1500:]
+    assert "sources " in (tmp_path / "machine.txt").read_text()
+    out = subprocess.run(["bash", "benchmarks/device_check.sh", "recheck", str(tmp_path / "recheck")],
+                         capture_output=True, text=True, cwd=ROOT, env=env | {"KEYS": "varchar"}, timeout=900)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0 and "Traceback" not in log, log[-3000:]
+    assert "| aggregate(weighted_gaussian)" in (tmp_path / "recheck" / "aggregate_recheck.txt").read_text()
+    assert "varchar keys" in (tmp_path / "recheck" / "varchar_recheck.txt").read_text()
