@@ -301,7 +301,6 @@ def test_truncation_is_a_per_user_top_n_not_a_window_sort(data, monkeypatch, pas
     assert plans and all("─ Window" in p for p in plans)
 
 
-
 @pytest.mark.parametrize("algo", ["weighted_gaussian", "mad2r", "adaptive_sips"])
 def test_user_split_stays_in_64_bits(data, monkeypatch, algo):
     """The user split of every pass (stage_user_part.sql: truncation's and `store_by_user_part`'s) takes the

@@ -275,7 +275,8 @@ class DuckDBStages(Engine):
         public, but it only sets how users are split into passes: each user's kept pairs are a function of
         their own pairs and the salt whatever the split, so the rows kept — and everything released — are
         the same for every pass count; only time and memory follow it. Pairs stored here are dropped as soon
-        as the kept rows are built (in passes, or in one query into a TEMP table when their count fits)."""
+        as they are read (in passes: once the over-Δ0 users' pairs are copied out; in one query: once the kept
+        rows are built into a TEMP table)."""
         params = {"max_contributions": max_contributions}
         order = self.truncation_order(self.ctx.randomness.salt() if salt is None else salt)
         passes = self.truncation_passes()
