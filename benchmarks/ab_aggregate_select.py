@@ -54,8 +54,8 @@ def main() -> None:
             cpu: dict[str, list[float]] = {"select": [], "old": [], "new": []}
             wall: dict[str, list[float]] = {"old": [], "new": []}
             same = True
+            mechanism = algo if isinstance(keys, str) else "weighted_gaussian"
             for r in range(args.repeat):
-                mechanism = algo if isinstance(keys, str) else "weighted_gaussian"
                 _, sc, _ = timed(partial(duckdp.select, con, "big", algo=mechanism, max_contributions=100, seed=1,
                                          **BUDGET))
                 cpu["select"].append(sc)

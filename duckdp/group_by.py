@@ -270,19 +270,20 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
                     stop.set()
                     raise
                 drawn = pending.result()
-            if drawn is None:
-                raise InternalError("invariant failed: the exact noise stopped without a reason")
         hi, lo = counters(true)
-        if drawn is not None and not (np.array_equal(hi, early[0]) and np.array_equal(lo, early[1])):
+        if mode == "threshold":      # its keys arrive with their sums: the same draws, made now
+            drawn = _exact_noise(randomness, plan, hi, lo, threading.Event())
+        elif not (np.array_equal(hi, early[0]) and np.array_equal(lo, early[1])):
             raise InternalError("invariant failed: the measures' counters are not those the noise was drawn for")
+        if drawn is None:
+            raise InternalError("invariant failed: the exact noise stopped without a reason")
         noisy: dict[tuple[str, str], np.ndarray] = {}
         for i, m in enumerate(plan.measures):
             if m.tag == THRESHOLD_TAG:
                 noisy[(m.metric, m.part)] = np.asarray(users_noisy, dtype=np.int64)
                 continue
             x = true.column(f"_dp_m{i}").to_numpy(zero_copy_only=False).astype(np.int64)
-            noise = drawn[i] if drawn is not None else aggregate_noise.noise(randomness, m.tag, hi, lo, m.sigma)
-            noisy[(m.metric, m.part)] = x + noise
+            noisy[(m.metric, m.part)] = x + drawn[i]
         columns = finish(plan, noisy)
         out = true.select(names).rename_columns(list(source.key_names))
         for name, values in columns.items():
@@ -299,8 +300,9 @@ def _exact_noise(randomness: Randomness, plan: AggregatePlan, hi: np.ndarray, lo
     is set. A draw is a function of (K, the measure's tag, the key's counter and collision rank) only, not of any
     sum, so it can be drawn in a thread while the engine computes the sums (DuckDB and Spark run outside the GIL):
     the serial Python sampler (~8·10⁴ draws per second) then costs no wall time where the metrics' grouped pass
-    takes longer. Drawn in chunks of NOISE_CHUNK keys (the same draws: ranks are those of all the keys), so a
-    failed or interrupted call waits for one chunk, not for every draw of a large public key set."""
+    takes longer (keys="threshold", whose keys come with their sums, calls it afterwards). Drawn in chunks of
+    NOISE_CHUNK keys (the same draws: ranks are those of all the keys), so a failed or interrupted call waits for
+    one chunk, not for every draw of a large public key set."""
     ranks = aggregate_noise.collision_ranks(hi, lo)
     out: dict[int, np.ndarray] = {}
     for i, m in enumerate(plan.measures):

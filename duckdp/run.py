@@ -37,7 +37,7 @@ class RunContext:
         self._temps: list[str] = []
         self._views: list[str] = []
         self.key_ids: str | None = None     # the dictionary (`_dp_id`, key columns) while keys are ids
-        self.pairs_carry_hash = False             # the pairs carry `_dp_h` (rowid ids, or many shared keys)
+        self.pairs_carry_hash = False       # the pairs carry `_dp_h` (rowid ids, or many shared keys)
         self.shared_ids: str | None = None  # the keys sharing a hash (`_dp_h`, their id `_dp_id`), if they have ids
         self.shared_lookup: tuple[list[int], list[int]] | None = None   # their (ids, hashes) for the order
         self._threads: int | None = None
