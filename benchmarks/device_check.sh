@@ -17,12 +17,17 @@
 #   bash benchmarks/device_check.sh aggregate  # ~260 s: aggregate vs select at 100M inside 2 GB, its statements'
 #                                              # CPU / wall, then a 10M-key user
 #   bash benchmarks/device_check.sh sweep      # ~200 s: 10M rows at 16 8 4 2 1 threads
+#   bash benchmarks/device_check.sh profile    # ~200 s: aggregate vs select (weighted_gaussian, 100M, 2 GB), then
+#                                              # profile_aggregate.py's statements (CPU / wall), 2 runs each
+#   bash benchmarks/device_check.sh ratios     # ~300 s: aggregate / select for dpsips, mad, mad2r at 100M inside 2 GB,
+#                                              # then weighted_gaussian and adaptive_sips without a memory limit
+#                                              # (RATIO_ALGOS, UNLIMITED_ALGOS pick others)
 #   bash benchmarks/device_check.sh recheck    # ~170 s: the two bars left open, on a few minutes of budget: aggregate vs
 #                                              # select (weighted_gaussian, 100M, 2 GB), then VARCHAR mad at 100M, 3 runs
 # Outputs (markdown tables, plots) land in $OUT (the device tool's folder) or the folder given second.
 # KEYS (default "bigint varchar") picks key types; ROWS_BIG / ROWS shrink the tables for a local smoke run.
 set -uo pipefail
-part=${1:?usage: device_check.sh all|speed|aggregate|sweep [outdir]}
+part=${1:?usage: device_check.sh all|speed|aggregate|sweep|profile|ratios|recheck [outdir]}
 out=${2:-${OUT:-/tmp/device_check}}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -83,6 +88,26 @@ case $part in
     # shellcheck disable=SC2086
     run 300 $py benchmarks/bench_speed.py --rows "$rows" --repeat 1 --threads 16 8 4 2 1 --key-type $keys \
       --algos $algos --plot "$out/sweep.png" 2>&1 | tee "$out/sweep.txt" ;;
+  profile)
+    stamp profile        # aggregate vs select (weighted_gaussian, 100M, 2 GB): totals, then each statement's CPU / wall
+    db=$(mktemp -d)/big.duckdb
+    run 120 $py benchmarks/bench_large.py --rows "$rows_big" --memory-limit 2GB --threads 16 --aggregate \
+      --algos weighted_gaussian --db "$db" 2>&1 | tee "$out/aggregate_big.txt"
+    [ -f "$db" ] && run 150 $py benchmarks/profile_aggregate.py "$db" --threads 16 --memory-limit 2GB --repeat 2 \
+      --algos weighted_gaussian 2>&1 | tee "$out/aggregate_profile.txt"
+    rm -rf "$(dirname "$db")" ;;
+  ratios)
+    stamp ratios         # aggregate / select per mechanism at 100M inside 2 GB, then without a memory limit
+    db=$(mktemp -d)/big.duckdb
+    # shellcheck disable=SC2086  # word lists on purpose
+    run 300 $py benchmarks/bench_large.py --rows "$rows_big" --memory-limit 2GB --threads 16 --aggregate \
+      --algos ${RATIO_ALGOS:-dpsips mad mad2r} --db "$db" 2>&1 | tee "$out/aggregate_ratios_2gb.txt"
+    stamp unlimited
+    # shellcheck disable=SC2086
+    [ -f "$db" ] && run 120 $py benchmarks/bench_large.py --memory-limit 100GB --threads 16 --aggregate \
+      --algos ${UNLIMITED_ALGOS:-weighted_gaussian adaptive_sips} --db "$db" 2>&1 \
+      | tee "$out/aggregate_ratios_unlimited.txt"
+    rm -rf "$(dirname "$db")" ;;
   recheck)
     stamp aggregate
     run 110 $py benchmarks/bench_large.py --rows "$rows_big" --memory-limit 2GB --threads 16 --aggregate \
@@ -90,6 +115,6 @@ case $part in
     stamp varchar
     run 150 $py benchmarks/bench_speed.py --rows "$rows_big" --repeat 3 --threads 16 --key-type varchar \
       --algos weighted_gaussian mad --plot "$out/varchar_recheck.png" 2>&1 | tee "$out/varchar_recheck.txt" ;;
-  *) echo "unknown part: $part (all | speed | aggregate | sweep | recheck)" >&2; exit 2 ;;
+  *) echo "unknown part: $part (all | speed | aggregate | sweep | profile | ratios | recheck)" >&2; exit 2 ;;
 esac
 stamp done

@@ -263,9 +263,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             with ThreadPoolExecutor(max_workers=1) as pool:      # the exact noise, drawn while the engine sums
                 pending = pool.submit(_exact_noise, randomness, plan, *early, stop)
                 try:
-                    rows = own.restrict(stages, plan, keyset)
-                    kept = own.bound_keys(stages, plan, rows)  # one pass over the rows: pairs carry their sums
-                    true = own.measures(stages, plan, kept, keyset)
+                    true = own.key_measures(stages, plan, keyset)   # one grouped pass: pairs carry their sums
                 except BaseException:                          # e.g. Ctrl-C: the draws stop within a chunk
                     stop.set()
                     raise

@@ -26,6 +26,7 @@ from duckdp.privacy.aggregate import THRESHOLD_TAG, Metric, finish, finish_mean,
 from duckdp.privacy.budget import ZCDP, EpsDelta
 from duckdp.rng import Randomness
 from duckdp.run import RunContext
+from duckdp.stages import Query
 from duckdp.stages.duckdb import DuckDBStages
 from tests.conftest import leftovers
 from tests.reference_aggregate import bounded_measures
@@ -445,12 +446,12 @@ def test_confidence_intervals_cover_at_the_nominal_rate(con):
 
 # ---------------------------------------------------------------- sensitivity audit (engine stages)
 
-def true_measures(con, table, plan, keys: list[str], seed: int = 0) -> np.ndarray:
-    """The engine's true per-key integers (before noise) for `plan` on the public key set `keys`."""
-    with open_run(con, table, "user_id", "item", Randomness(seed)) as st:
+def true_measures(con, table, plan, keys: list[str], seed: int = 0, truncation: str = "per_user") -> np.ndarray:
+    """The engine's true per-key integers (before noise) for `plan` on the public key set `keys`, as aggregate
+    computes them (`key_measures`: under truncation="global" the key-rank cut)."""
+    with open_run(con, table, "user_id", "item", Randomness(seed), truncation=truncation) as st:
         ks = stages_sql.keyset(st, pa.table({"_dp_k0": sorted(keys)}))
-        kept = stages_sql.bound_keys(st, plan, stages_sql.restrict(st, plan, ks))
-        out = stages_sql.measures(st, plan, kept, ks)
+        out = stages_sql.key_measures(st, plan, ks)
     return np.column_stack([out.column(f"_dp_m{i}").to_numpy() for i in range(len(plan.measures))])
 
 
@@ -463,25 +464,31 @@ def audit_neighbours() -> tuple[pa.Table, pa.Table, list[str]]:
     return base, pa.concat_tables([extra, base]), keys
 
 
-def worst_ratio(con, plan, honest_plan) -> float:
+def worst_ratio(con, plan, honest_plan, truncation: str = "per_user") -> float:
     """max over measures of ‖true(D') − true(D)‖₂ / the honest plan's ℓ2 sensitivity, over seeds."""
     d, d2, keys = audit_neighbours()
     worst = 0.0
     for seed in range(3):
-        diff = true_measures(con, d2, plan, keys, seed) - true_measures(con, d, plan, keys, seed)
+        diff = (true_measures(con, d2, plan, keys, seed, truncation)
+                - true_measures(con, d, plan, keys, seed, truncation))
         for i, m in enumerate(honest_plan.measures):
             worst = max(worst, float(np.sqrt((diff[:, i].astype(float) ** 2).sum())) / m.sensitivity)
     return worst
 
 
-def test_engine_sensitivity_holds_and_broken_bounds_are_caught(con):
+@pytest.mark.parametrize("truncation", ["per_user", "global"])
+def test_engine_sensitivity_holds_and_broken_bounds_are_caught(con, truncation):
+    """The added user's 12 keys at Δ0 = 4 move each measure by at most its ℓ2 sensitivity, under both truncation
+    orders (global: the key-rank cut); without the row cap, the clipping or Δ0 the same neighbours exceed it."""
     plan = plan_aggregate(ZCDP(0.5, 1e-6), METRICS, max_contributions=4, max_rows_per_key=1, keys="public")
-    assert 0.9 < worst_ratio(con, plan, plan) <= 1.0            # tight for this user, never above
+    assert 0.9 < worst_ratio(con, plan, plan, truncation) <= 1.0            # tight for this user, never above
     no_row_cap = dataclasses.replace(plan, max_rows_per_key=10**6)
-    assert worst_ratio(con, no_row_cap, plan) > 4
+    assert worst_ratio(con, no_row_cap, plan, truncation) > 4
     wide = tuple(Metric(m.name, m.kind, m.column, -1e12, 1e12) if m.column else m for m in plan.metrics)
     no_clip = dataclasses.replace(plan, metrics=wide)
-    assert worst_ratio(con, no_clip, plan) > 1e3
+    assert worst_ratio(con, no_clip, plan, truncation) > 1e3
+    no_truncation = dataclasses.replace(plan, max_contributions=12)      # the user keeps all 12 keys: ℓ2 √3 ×
+    assert worst_ratio(con, no_truncation, plan, truncation) > 1.5
 
 
 # ---------------------------------------------------------------- command line
@@ -841,10 +848,12 @@ def test_metrics_read_their_truncation_in_place_when_the_pairs_fit(con, monkeypa
     """Where the input's rows ask for truncation passes, the metrics' sized pairs are stored (to be counted): when
     they fit one query the per-key query reads their truncation in place (no table of kept pairs written), else the
     kept pairs are built in passes and the stored pairs dropped before the per-key query. The release is the one
-    of the run without a memory limit, and nothing is left on the connection."""
+    of the run without a memory limit, and nothing is left on the connection. (truncation="per_user"; "global"
+    cuts by key rank in one query: `test_global_metrics_cut_by_key_rank_in_one_query`.)"""
     con.register("t", ratings(n_users=400, n_keys=30))
     (n,), = con.sql("SELECT count(*) FROM t").fetchall()
-    free = run(con, "t", keys=[f"k{k:03d}" for k in range(0, 30, 2)], max_contributions=3).to_arrow()
+    kw = {"keys": [f"k{k:03d}" for k in range(0, 30, 2)], "max_contributions": 3, "truncation": "per_user"}
+    free = run(con, "t", **kw).to_arrow()
     monkeypatch.setattr(DuckDBStages, "passes_for", lambda self, rows: 3 if rows >= n else passes)
     log: list[tuple[str, str]] = []
     temp_table, drop, arrow = RunContext.temp_table, RunContext.drop, RunContext.arrow
@@ -854,7 +863,7 @@ def test_metrics_read_their_truncation_in_place_when_the_pairs_fit(con, monkeypa
                         or drop(self, *tables))
     monkeypatch.setattr(RunContext, "arrow", lambda self, template, *a: log.append(("arrow", template))
                         or arrow(self, template, *a))
-    assert run(con, "t", keys=[f"k{k:03d}" for k in range(0, 30, 2)], max_contributions=3).to_arrow().equals(free)
+    assert run(con, "t", **kw).to_arrow().equals(free)
     tables = [stage for kind, stage in log if kind == "table"]
     assert "agg_sized" in tables
     assert ("kept" in tables) == (passes > 1)
@@ -862,3 +871,51 @@ def test_metrics_read_their_truncation_in_place_when_the_pairs_fit(con, monkeypa
     dropped = [i for i, (kind, names) in enumerate(log) if kind == "drop" and "agg_sized" in names]
     assert (dropped != [] and dropped[0] < measured) == (passes > 1)
     assert leftovers(con) == []
+
+
+@pytest.mark.parametrize("passes", [1, 3])
+def test_global_metrics_cut_by_key_rank_in_one_query(con, monkeypatch, passes):
+    """truncation="global" over a key set: each user over Δ0 keeps the keys of least rank in the secret key order
+    (agg_key_ranks.sql, agg_kept_ranked.sql) — one query whatever the input's size: no truncation pass, no table
+    of kept pairs, only the ranks and (where the input's rows ask for passes) the sized pairs stored. The release
+    is the one of the run without a memory limit and nothing is left on the connection."""
+    con.register("t", ratings(n_users=400, n_keys=30))
+    kw = {"keys": [f"k{k:03d}" for k in range(0, 30, 2)], "max_contributions": 3, "truncation": "global"}
+    free = run(con, "t", **kw).to_arrow()
+    monkeypatch.setattr(DuckDBStages, "passes_for", lambda self, rows: passes)
+    log: list[str] = []
+    temp_table, execute = RunContext.temp_table, RunContext.execute
+    monkeypatch.setattr(RunContext, "temp_table", lambda self, stage: log.append(stage) or temp_table(self, stage))
+    monkeypatch.setattr(RunContext, "execute", lambda self, template, *a: log.append(template)
+                        or execute(self, template, *a))
+    assert run(con, "t", **kw).to_arrow().equals(free)
+    assert "stage_truncate_pass" not in log and "kept" not in log and "agg_ranks" in log
+    assert ("agg_sized" in log) == (passes > 1)
+    assert leftovers(con) == []
+
+
+@pytest.mark.parametrize("by", ["item", ["item", "shop"]])
+def test_key_rank_cut_keeps_the_windows_pairs_through_ties(con, monkeypatch, by):
+    """The key-rank cut keeps, per user, exactly the pairs stage_truncate_window.sql keeps under the same salt —
+    here with an order of 3 values, so nearly every comparison is a tie that the key must break (string and
+    composite keys: DuckDBStages.truncation_ties), and users of 1–30 keys at Δ0 = 4. Compared measure by measure
+    with `bound_keys` (the window) on the same seed."""
+    t = ratings(n_users=300, n_keys=30, seed=5)
+    t = t.append_column("shop", pa.array([f"s{i % 2}" for i in range(t.num_rows)]))
+    coarse = "(hash(xor(hash({hashed}), $trunc_salt)) % 3)"
+    monkeypatch.setattr(DuckDBStages, "truncation_order", lambda self, salt: Query(
+        coarse.format(hashed=self.truncation_hashed()), {"trunc_salt": salt} | self.ctx.pair_keys_params))
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), METRICS, max_contributions=4, max_rows_per_key=1, keys="public")
+    names = [by] if isinstance(by, str) else by
+    keys = t.select(names).group_by(names, use_threads=False).aggregate([]).rename_columns(
+        [f"_dp_k{i}" for i in range(len(names))])
+    got = []
+    for cut in (True, False):
+        with open_run(con, t, "user_id", by, Randomness(4), truncation="global") as st:
+            ks = stages_sql.keyset(st, keys)
+            got.append(stages_sql.key_measures(st, plan, ks) if cut else
+                       stages_sql.measures(st, plan, stages_sql.bound_keys(st, plan, stages_sql.restrict(st, plan, ks)),
+                                           ks))
+    assert got[0].equals(got[1])
+    users = got[0].column("_dp_m0").to_numpy()
+    assert users.sum() < len({(r["user_id"], *(r[n] for n in names)) for r in t.to_pylist()})  # Δ0 binds

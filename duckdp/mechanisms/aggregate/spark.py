@@ -88,6 +88,12 @@ def bound_keys(engine: SparkStages, plan: AggregatePlan, rows: DataFrame) -> Dat
     return engine.truncate(engine.sized(pairs), plan.max_contributions, salt=trunc_salt)
 
 
+def key_measures(engine: SparkStages, plan: AggregatePlan, keys: DataFrame) -> pa.Table:
+    """Stages 1–5 for the key set `keys`: `measures` of `bound_keys` of `restrict`, one Spark plan (./duckdb.py
+    truncates a key set under truncation="global" by key rank: the same pairs)."""
+    return measures(engine, plan, bound_keys(engine, plan, restrict(engine, plan, keys)), keys)
+
+
 def measures(engine: SparkStages, plan: AggregatePlan, kept: DataFrame, keys: DataFrame) -> pa.Table:
     """Stage 5 [agg_measures.sql]: per key of `keys` (sorted), its counter (`_dp_chi`, `_dp_clo`) and one
     exact integer per budgeted measure (`_dp_m<i>`), as ./duckdb.py's `measures`."""
