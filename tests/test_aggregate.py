@@ -877,8 +877,8 @@ def test_metrics_read_their_truncation_in_place_when_the_pairs_fit(con, monkeypa
 def test_global_metrics_cut_by_key_rank_in_one_query(con, monkeypatch, passes):
     """truncation="global" over a key set: each user over Δ0 keeps the keys of least rank in the secret key order
     (agg_key_ranks.sql, agg_kept_ranked.sql) — one query whatever the input's size: no truncation pass, no table
-    of kept pairs, only the ranks and (where the input's rows ask for passes) the sized pairs stored. The release
-    is the one of the run without a memory limit and nothing is left on the connection."""
+    of kept pairs, only the ranks and (where the input's rows ask for passes) the pairs stored. The release is the
+    one of the run without a memory limit and nothing is left on the connection."""
     con.register("t", ratings(n_users=400, n_keys=30))
     kw = {"keys": [f"k{k:03d}" for k in range(0, 30, 2)], "max_contributions": 3, "truncation": "global"}
     free = run(con, "t", **kw).to_arrow()
@@ -890,7 +890,7 @@ def test_global_metrics_cut_by_key_rank_in_one_query(con, monkeypatch, passes):
                         or execute(self, template, *a))
     assert run(con, "t", **kw).to_arrow().equals(free)
     assert "stage_truncate_pass" not in log and "kept" not in log and "agg_ranks" in log
-    assert ("agg_sized" in log) == (passes > 1)
+    assert ("agg_pairs" in log) == (passes > 1)
     assert leftovers(con) == []
 
 

@@ -93,11 +93,11 @@ def restrict(engine: DuckDBStages, plan: AggregatePlan, keys: Query | None) -> Q
 
 def _pairs(engine: DuckDBStages, plan: AggregatePlan, rows: Query, row_salt: int) -> Query:
     """Each (user, key) of `rows` once, with its row sample [agg_pairs.sql: m = 1 its sampled value per value
-    column, else its kept rows' counts and grid sums] under `row_salt`, and its user's pair count (stage_sized)."""
+    column, else its kept rows' counts and grid sums] under `row_salt`."""
     idents = measure_idents(plan, engine.ctx.key_aliases, DUCKDB, _hash_colliding(engine.ctx, plan))
-    return engine.sized(engine.query("agg_pairs", {"rows": rows.sql, "keys": engine.ctx.key_aliases,
-                                                   "ranks": idents["ranks"], "pair_measures": idents["pair_measures"]},
-                                     merge(rows.params, {"row_salt": row_salt})))
+    return engine.query("agg_pairs", {"rows": rows.sql, "keys": engine.ctx.key_aliases, "ranks": idents["ranks"],
+                                      "pair_measures": idents["pair_measures"]},
+                        merge(rows.params, {"row_salt": row_salt}))
 
 
 def bound_keys(engine: DuckDBStages, plan: AggregatePlan, rows: Query) -> Query:
@@ -112,7 +112,7 @@ def bound_keys(engine: DuckDBStages, plan: AggregatePlan, rows: Query) -> Query:
     same pairs are kept."""
     randomness = engine.ctx.randomness
     trunc_salt = randomness.salt()
-    sized = _pairs(engine, plan, rows, randomness.salt())
+    sized = engine.sized(_pairs(engine, plan, rows, randomness.salt()))
     if engine.truncation_passes() == 1:       # every truncation of the run is one query: one composed frame
         return engine.truncate(sized, plan.max_contributions, salt=trunc_salt)
     stored = engine.store(sized, "agg_sized")
@@ -127,9 +127,10 @@ def key_measures(engine: DuckDBStages, plan: AggregatePlan, keys: Query) -> pa.T
     `restrict(keys)`. Under truncation="global" the truncation ranks keys alone, so over a key set it is a cut
     on each key's rank in the set [agg_key_ranks.sql, agg_kept_ranked.sql]: the same pairs as the window of
     stage_truncate_window.sql, from a state of Δ0 integers per user over Δ0 rather than Δ0 whole pairs, so it
-    is one query whatever the input's size — no user-hash passes, no copies of the pairs (100M rows, 2 GB,
-    16 threads: the truncation was ~45 % of the metrics' time, as it is of a selection, whose key set is every
-    key). The salts are drawn as `bound_keys` draws them: the same seeded release."""
+    is one query whatever the input's size — no user-hash passes, no copies of the pairs, and the users over Δ0
+    found by a count per user rather than every pair joined to its user's count (100M rows, 2 GB, 16 threads:
+    the truncation was ~45 % of the metrics' time, as it is of a selection, whose key set is every key). The
+    salts are drawn as `bound_keys` draws them: the same seeded release."""
     if engine.truncation != "global":
         return measures(engine, plan, bound_keys(engine, plan, restrict(engine, plan, keys)), keys)
     ctx = engine.ctx
@@ -139,16 +140,16 @@ def key_measures(engine: DuckDBStages, plan: AggregatePlan, keys: Query) -> pa.T
                                                        "order": order.sql, "ties": engine.truncation_ties()},
                                       merge(keys.params, order.params)), "agg_ranks")
     # restricted by the ranks' table (the same keys): a DuckDB table, whose min/max DuckDB pushes into the scan
-    sized = _pairs(engine, plan, restrict(engine, plan, ranks), ctx.randomness.salt())
+    pairs = _pairs(engine, plan, restrict(engine, plan, ranks), ctx.randomness.salt())
     bound = {"max_contributions": plan.max_contributions}
     idents = {"ranks": engine.table_name(ranks), "keys": ctx.key_aliases}
-    if engine.truncation_passes() > 1:        # read twice (light pairs, heavy ones) and larger than memory: stored
-        kept = engine.query("agg_kept_ranked", idents | {"sized": engine.table_name(engine.store(sized, "agg_sized"))},
+    if engine.truncation_passes() > 1:        # read thrice and larger than memory: stored (it spills)
+        kept = engine.query("agg_kept_ranked", idents | {"pairs": engine.table_name(engine.store(pairs, "agg_pairs"))},
                             bound)
-    else:                                     # one composed query (DuckDB materialises the CTE read twice)
-        body = engine.query("agg_kept_ranked", idents | {"sized": "sized"}, bound)
-        kept = engine.query("stage_with", {"name": "sized", "query": sized.sql, "body": body.sql},
-                            merge(sized.params, body.params))
+    else:                                     # one composed query (DuckDB materialises the CTE read thrice)
+        body = engine.query("agg_kept_ranked", idents | {"pairs": "pairs"}, bound)
+        kept = engine.query("stage_with", {"name": "pairs", "query": pairs.sql, "body": body.sql},
+                            merge(pairs.params, body.params))
     return measures(engine, plan, kept, keys)
 
 
