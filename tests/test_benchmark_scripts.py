@@ -41,8 +41,8 @@ def test_benchmark_answers_help(script):
 
 
 def test_device_check_runs_every_part_on_small_tables(tmp_path):
-    """`device_check.sh all`, then `recheck`, on tiny tables: every part runs to its tables, no traceback, no part
-    skipped."""
+    """`device_check.sh all`, then `recheck`, `profile` and `ratios`, on tiny tables: every part runs to its tables,
+    no traceback, no part skipped."""
     env = ENV | {"ROWS_BIG": "200000", "ROWS": "50000", "KEYS": "bigint", "PYTHON": sys.executable,
                  "DEADLINE": "1000"}
     out = subprocess.run(["bash", "benchmarks/device_check.sh", "all", str(tmp_path)], capture_output=True,
@@ -61,3 +61,12 @@ def test_device_check_runs_every_part_on_small_tables(tmp_path):
     assert out.returncode == 0 and "Traceback" not in log, log[-3000:]
     assert "| aggregate(weighted_gaussian)" in (tmp_path / "recheck" / "aggregate_recheck.txt").read_text()
     assert "varchar keys" in (tmp_path / "recheck" / "varchar_recheck.txt").read_text()
+    for part, files in (("profile", {"aggregate_big.txt": "| aggregate(", "aggregate_profile.txt": "| aggregate # |"}),
+                        ("ratios", {"aggregate_ratios_2gb.txt": "| aggregate(mad2r)",
+                                    "aggregate_ratios_unlimited.txt": "| aggregate(adaptive_sips)"})):
+        out = subprocess.run(["bash", "benchmarks/device_check.sh", part, str(tmp_path / part)], capture_output=True,
+                             text=True, cwd=ROOT, env=env, timeout=900)
+        log = out.stdout + out.stderr
+        assert out.returncode == 0 and "Traceback" not in log and "skipped" not in log, (part, log[-3000:])
+        for name, marker in files.items():
+            assert marker in (tmp_path / part / name).read_text(), (part, name)
