@@ -104,7 +104,7 @@ def test_failed_sums_stop_the_exact_noise(con, monkeypatch):
         raise RuntimeError("the engine failed")
 
     monkeypatch.setattr(group_by, "_exact_noise", waiting)
-    monkeypatch.setattr(stages_sql, "restrict", failing)
+    monkeypatch.setattr(stages_sql, "key_measures", failing)
     with pytest.raises(RuntimeError, match="the engine failed"):
         run(con, "ratings", keys=["k001", "k002"])
     assert seen == [None]

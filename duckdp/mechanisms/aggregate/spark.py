@@ -101,7 +101,7 @@ def measures(engine: SparkStages, plan: AggregatePlan, kept: DataFrame, keys: Da
     idents = measure_idents(plan, ", ".join(engine.keys), SPARK)
     out = engine.template("agg_measures", {"kept": kept, "keyset": keys}, {}, subqueries=("kept",),
                           fragments={"measures": idents["measures"], "coalesced": idents["coalesced"],
-                                     "counter_hi": hi, "counter_lo": lo})
+                                     "counter_hi": hi, "counter_lo": lo, "group": ", ".join(engine.keys)})
     return out.toArrow()
 
 
