@@ -34,6 +34,7 @@ from .privacy.budget import make_budget
 from .privacy.events import ZcdpEvent
 from .release import Spent
 from .rng import Randomness
+from .source import canonical_arrow_keys
 from .validation import truncation as check_truncation
 
 # aggregate's Δ0 truncation order (spec §7, benchmarks/RESULTS.md "Truncation order"): "global" releases as many
@@ -125,7 +126,8 @@ def _public_keys(con: Any, keys: Any, key_names: list[str], own: ModuleType) -> 
     for n in key_names:
         if table.column(n).null_count:
             raise InvalidParameter(f"the public key set has NULL in {n!r}: keys are never NULL")
-    return table.group_by(key_names, use_threads=False).aggregate([])      # distinct keys
+    # distinct as the engine's GROUP BY sees keys: −0.0 is 0.0, one NaN (source.canonical_key)
+    return canonical_arrow_keys(table).group_by(key_names, use_threads=False).aggregate([])
 
 
 def _check_source(source: Any, con: Any, plan: AggregatePlan, own: ModuleType) -> None:

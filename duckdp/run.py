@@ -8,7 +8,7 @@ import duckdb
 import pyarrow as pa
 
 from .rng import Randomness
-from .source import Source
+from .source import Source, canonical_key
 from .templates import load, quote_ident
 
 
@@ -82,8 +82,10 @@ class RunContext:
 
     @property
     def key_select(self) -> str:
-        """`"item" AS _dp_k0, …`: the input's key columns under internal names."""
-        return ", ".join(f"{k} AS _dp_k{i}" for i, k in enumerate(self.source.keys))
+        """`"item" AS _dp_k0, …`: the input's key columns under internal names, each in its canonical form
+        (`canonical_key`: the key a group shows is then a function of the group, not of the row read first)."""
+        return ", ".join(f"{canonical_key(k, t)} AS _dp_k{i}"
+                         for i, (k, t) in enumerate(zip(self.source.keys, self.source.key_types, strict=True)))
 
     @property
     def key_output(self) -> str:

@@ -9,6 +9,8 @@ keys identically on both sides, sorted, in one Arrow chunk, whatever the connect
 """
 from __future__ import annotations
 
+import struct
+
 import duckdb
 import numpy as np
 import pyarrow as pa
@@ -173,3 +175,47 @@ def test_cli_output_file_sorted(tmp_path, as_key):
         files.append(pq.read_table(out))
     listed = files[0].column("item").to_pylist()
     assert listed == [as_key(i) for i in range(100)] and files[0].equals(files[1])
+
+
+_NEG_NAN = struct.unpack("<d", struct.pack("<Q", 0xFFF8_0000_0000_0001))[0]     # a NaN of another sign and payload
+_CANONICAL = {"zero": struct.pack("<d", 0.0), "nan": struct.pack("<d", float("nan"))}
+
+
+def _float_neighbours() -> tuple[pa.Table, pa.Table]:
+    """(D, D'): 400 users holding the DOUBLE keys 0.0, NaN and 1.0; D' adds one user, rows first, holding −0.0 and
+    a NaN of another bit pattern — the same keys to GROUP BY (−0.0 = 0.0, one NaN), so both release {0.0, NaN,
+    1.0}. Before keys were canonical (source.canonical_key) each group showed its first row's form: D' released −0.0
+    and the other NaN, telling the extra user's presence from the released keys alone, on every seed."""
+    d = pa.table({"user_id": np.repeat(np.arange(400, dtype=np.int64), 3),
+                  "item": pa.array([0.0, float("nan"), 1.0] * 400), "v": pa.array([1.0] * 1200)})
+    extra = pa.table({"user_id": np.full(2, 10**6, dtype=np.int64), "item": pa.array([-0.0, _NEG_NAN]),
+                      "v": pa.array([1.0, 1.0])})
+    return d, pa.concat_tables([extra, d])
+
+
+def _forms(table: pa.Table) -> list[bytes]:
+    return [struct.pack("<d", x) for x in table.column("item").to_pylist()]
+
+
+@pytest.mark.parametrize("how", ["select", "count_release", "aggregate", "public"])
+def test_float_keys_released_in_one_form_whatever_row_came_first(how):
+    """The neighbour pair above: every released zero is +0.0 and every NaN the one NaN, on D and D', for select,
+    count release, aggregate with a selection and with a public key set given in both forms (which the engine's
+    GROUP BY merges: one key, once — it was an internal error)."""
+    con = duckdb.connect()
+    budget = {"epsilon": 5.0, "delta": 1e-6}
+    for table in _float_neighbours():
+        for seed in range(2):
+            if how == "select":
+                out = duckdp.select(con, table, algo="weighted_gaussian", seed=seed, **budget).to_arrow()
+            elif how == "count_release":
+                out = duckdp.count_release(con, table, seed=seed, initial_epsilon=0.5, rho=0.5, delta=1e-6).to_arrow()
+            else:
+                keys = [0.0, -0.0, float("nan"), _NEG_NAN, 1.0] if how == "public" else "weighted_gaussian"
+                out = duckdp.aggregate(con, table, by="item", metrics={"n": "users"}, keys=keys, seed=seed,
+                                       **budget).to_arrow()
+            forms = _forms(out)
+            assert set(forms) <= {_CANONICAL["zero"], _CANONICAL["nan"], struct.pack("<d", 1.0)}, forms
+            assert len(forms) == len(set(forms))
+            if how == "public":
+                assert len(forms) == 3

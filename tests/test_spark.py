@@ -444,3 +444,18 @@ def test_cluster_sessions_keep_their_broadcast_settings():
     for session in (SimpleNamespace(sparkContext=SimpleNamespace(master="yarn"), conf=Untouchable()), Connect()):
         with no_auto_broadcast(session):
             pass
+
+
+def test_float_keys_released_in_one_form_on_spark(spark):
+    """tests/test_order.py's neighbour pair (D' adds a user, rows first, holding −0.0 and another NaN): Spark
+    releases 0.0 and the one NaN on both sides too (its grouping normalises floats), with a selection and with a
+    public key set given in both forms."""
+    from tests.test_order import _CANONICAL, _float_neighbours, _forms
+
+    allowed = {_CANONICAL["zero"], _CANONICAL["nan"], np.float64(1.0).tobytes()}
+    for table in _float_neighbours():
+        df = spark.createDataFrame(table)
+        for out in (duckdp.select(spark, df, algo="weighted_gaussian", epsilon=5, delta=1e-6, seed=1).to_arrow(),
+                    duckdp.aggregate(spark, df, by="item", metrics={"n": "users"}, keys=[0.0, -0.0, float("nan")],
+                                     epsilon=5, delta=1e-6, seed=1).to_arrow()):
+            assert set(_forms(out)) <= allowed and len(_forms(out)) == len(set(_forms(out)))
