@@ -33,6 +33,7 @@ def open_run(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_
     """
     if not isinstance(con, duckdb.DuckDBPyConnection):
         raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
+    _refuse_default_collation(con)
     run_id = secrets.token_hex(6)
     source = resolve(con, table, user_col, item_col, run_id)   # unregisters its view on failure
     ctx = RunContext(con, source, randomness or Randomness(None), run_id)
@@ -48,3 +49,16 @@ def open_run(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_
         raise
     finally:
         ctx.close()
+
+
+def _refuse_default_collation(con: duckdb.DuckDBPyConnection) -> None:
+    """Refuse a connection whose `default_collation` is not binary: under it strings that compare equal in several
+    forms ('A' and 'a' under NOCASE) would sort in the order rows arrive and group showing the first row's form —
+    in listings and key sets duckdp does not read through `source.canonical_key`. A setting, not data: the
+    refusal says nothing of the input."""
+    (collation,), = con.sql("SELECT current_setting('default_collation')").fetchall()
+    if str(collation).strip().lower() not in ("", "binary"):
+        raise InvalidParameter(f"this connection's default_collation is {collation!r}: duckdp compares keys byte by "
+                               "byte, and a collation would let equal keys of different forms show which row came "
+                               "first; RESET default_collation before calling duckdp (a key column's own COLLATE is "
+                               "fine: duckdp reads it byte by byte)")

@@ -25,16 +25,20 @@ SELECT database_name, schema_name, view_name, NULL FROM duckdb_views() WHERE NOT
 """
 
 
-# Floating-point key types: a key's groups hold −0.0 and 0.0 together, and every NaN, as one key (GROUP BY, DISTINCT
-# and `=` compare them equal), but show whichever form of the row read first — so the form a released key shows would
-# tell which row came first: a neighbour pair (tests/test_order.py) where one user's −0.0 row flips the released 0.0.
+# Keys that compare equal in more than one form — floats' −0.0 and 0.0, NaNs, strings under a collation — make one
+# group (GROUP BY, DISTINCT and `=` compare them equal) that shows whichever form of the row read first, so the form
+# a released key shows would tell which row came first: neighbour pairs in tests/test_order.py.
 _FLOATS = {"FLOAT", "DOUBLE"}
 
 
 def canonical_key(column: str, type_name: str) -> str:
     """SQL of key column `column` (quoted) of DuckDB type `type_name` in its canonical form: floats with −0.0 as 0.0
-    and every NaN as the one NaN (the same groups, each showing one fixed form); other types as they are."""
+    and every NaN as the one NaN (the same groups, each showing one fixed form); strings compared byte by byte
+    (`COLLATE "binary"`: a column's collation, or the connection's `default_collation`, such as NOCASE, would group
+    'A' with 'a' and show the first row's); other types as they are."""
     t = type_name.upper()
+    if t == "VARCHAR":
+        return f'({column} COLLATE "binary")'
     if t not in _FLOATS:
         return column
     return (f"(CASE WHEN {column} = 0 THEN CAST(0 AS {t}) WHEN isnan({column}) THEN CAST('NaN' AS {t}) "

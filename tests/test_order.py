@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import duckdp
+from duckdp.errors import InvalidParameter
 
 FAMILIES = [                                        # (algo, budget): one per mechanism family
     ("weighted_gaussian", {"epsilon": 1.0, "delta": 1e-5}),
@@ -219,3 +220,37 @@ def test_float_keys_released_in_one_form_whatever_row_came_first(how):
             assert len(forms) == len(set(forms))
             if how == "public":
                 assert len(forms) == 3
+
+
+def test_string_keys_grouped_byte_by_byte_whatever_the_collation():
+    """A neighbour pair under a NOCASE column: D = 400 users holding 'a'; D' adds one user, rows first, holding 'A'.
+    Grouped NOCASE, both release one key, showing the first row's form — 'A' on D' on every seed, telling the extra
+    user apart. Keys are compared byte by byte (source.canonical_key): D' releases 'a' (the lone 'A' too rare), as
+    D does; a public key set lists 'a' and 'A'. A connection's default_collation is refused (next test)."""
+    for extra in (False, True):
+        con = duckdb.connect()
+        con.execute("CREATE TABLE t (user_id BIGINT, item VARCHAR COLLATE NOCASE)")
+        if extra:
+            con.execute("INSERT INTO t VALUES (1000000, 'A')")
+        con.execute("INSERT INTO t SELECT range, 'a' FROM range(400)")
+        for seed in range(2):
+            assert duckdp.select(con, "t", algo="weighted_gaussian", epsilon=5, delta=1e-6, seed=seed).to_arrow() \
+                .column(0).to_pylist() == ["a"]
+            out = duckdp.aggregate(con, "t", by="item", metrics={"n": "users"}, keys=["a", "A"], epsilon=5, delta=1e-6,
+                                   seed=seed).to_arrow()
+            assert out.column("item").to_pylist() == ["A", "a"]
+
+
+def test_a_connections_default_collation_is_refused():
+    """Under `SET default_collation = 'nocase'` every VARCHAR duckdp sorts or groups outside the input's key columns
+    (a public key set, the listing) would compare 'A' and 'a' equal: refused with a clear error, before any data is
+    read, for select and aggregate; RESET, the same connection runs."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT range AS user_id, 'a' AS item FROM range(400)")
+    con.execute("SET default_collation = 'nocase'")
+    with pytest.raises(InvalidParameter, match="default_collation is 'nocase'"):
+        duckdp.select(con, "t", algo="weighted_gaussian", epsilon=5, delta=1e-6, seed=1)
+    with pytest.raises(InvalidParameter, match="default_collation"):
+        duckdp.aggregate(con, "t", by="item", metrics={"n": "users"}, keys=["a", "A"], epsilon=5, delta=1e-6, seed=1)
+    con.execute("RESET default_collation")
+    assert duckdp.select(con, "t", algo="weighted_gaussian", epsilon=5, delta=1e-6, seed=1).to_arrow().num_rows == 1

@@ -1,4 +1,4 @@
 -- rendering 1 of 1; binds none
 CREATE TEMP TABLE "_duckdp_000000000000_pairs1" AS
 SELECT DISTINCT s._dp_user, hash(s._dp_k0) AS _dp_k0
-FROM (SELECT "user_id" AS _dp_user, "item" AS _dp_k0 FROM "memory"."main"."golden_input") AS s
+FROM (SELECT "user_id" AS _dp_user, ("item" COLLATE "binary") AS _dp_k0 FROM "memory"."main"."golden_input") AS s

@@ -4,7 +4,7 @@ SELECT _dp_k0, _dp_w::DOUBLE AS _dp_w, md5_number_upper(concat(strlen(CAST(_dp_k
 FROM (WITH kept AS (       -- kept (user, key) pairs with d (stage_truncate.sql)
   WITH sized AS (
   WITH pairs AS (      -- (user, key) pairs, distinct per (user, key), with carried columns
-  SELECT DISTINCT "user_id" AS _dp_user, "item" AS _dp_k0 FROM "memory"."main"."golden_input"
+  SELECT DISTINCT "user_id" AS _dp_user, ("item" COLLATE "binary") AS _dp_k0 FROM "memory"."main"."golden_input"
 ), sizes AS (        -- each user's distinct-key count |W_u|
   SELECT _dp_user, count(*) AS _dp_size FROM pairs GROUP BY _dp_user
 )
