@@ -459,3 +459,18 @@ def test_float_keys_released_in_one_form_on_spark(spark):
                     duckdp.aggregate(spark, df, by="item", metrics={"n": "users"}, keys=[0.0, -0.0, float("nan")],
                                      epsilon=5, delta=1e-6, seed=1).to_arrow()):
             assert set(_forms(out)) <= allowed and len(_forms(out)) == len(set(_forms(out)))
+
+
+def test_collated_string_keys_grouped_byte_by_byte_on_spark(spark):
+    """tests/test_order.py's collation neighbour pair on Spark 4 (`string collate UTF8_LCASE`): D = 400 users holding
+    'a', D' adds one user holding 'A' — both release exactly ['a'] (before: one case-insensitive group, showing a
+    form its rows chose), and a public key set ['a', 'A'] lists both keys."""
+    from pyspark.sql import functions as F
+
+    for rows in ([(i, "a") for i in range(400)], [(10**6, "A")] + [(i, "a") for i in range(400)]):
+        df = spark.createDataFrame(rows, "user_id long, item string").withColumn(
+            "item", F.col("item").cast("string collate UTF8_LCASE"))
+        assert duckdp.select(spark, df, algo="weighted_gaussian", epsilon=5, delta=1e-6, seed=1).to_arrow() \
+            .column(0).to_pylist() == ["a"]
+        assert duckdp.aggregate(spark, df, by="item", metrics={"n": "users"}, keys=["a", "A"], epsilon=5, delta=1e-6,
+                                seed=1).to_arrow().column("item").to_pylist() == ["A", "a"]

@@ -57,7 +57,21 @@ def resolve(spark: SparkSession, table: DataFrame | str, user_col: str, item_col
         raise SchemaError(f"with a SparkSession, table must be a Spark DataFrame or a table name, "
                           f"got {type(table).__name__}")
     user, keys = match_columns(list(df.columns), user_col, item_col, description)
-    return SparkSource(df, user, keys, description)
+    return SparkSource(_binary_strings(df, keys), user, keys, description)
+
+
+def _binary_strings(df: DataFrame, keys: list[str]) -> DataFrame:
+    """`df` with its collated string key columns (Spark 4's `COLLATE UTF8_LCASE`, …) cast to the binary collation,
+    as DuckDB reads them (source.canonical_key): under a collation 'A' and 'a' make one group that shows one of
+    the forms its rows hold, so the released form would depend on rows other than the released key's."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    for name in keys:
+        kind = df.schema[name].dataType
+        if isinstance(kind, StringType) and getattr(kind, "collation", "UTF8_BINARY") != "UTF8_BINARY":
+            df = df.withColumn(name, F.col(spark_ref(name)).cast(StringType("UTF8_BINARY")))
+    return df
 
 
 def check_nulls(source: SparkSource) -> None:
