@@ -84,8 +84,9 @@ class RunContext:
     def key_select(self) -> str:
         """`"item" AS _dp_k0, …`: the input's key columns under internal names, each in its canonical form
         (`canonical_key`: the key a group shows is then a function of the group, not of the row read first)."""
-        return ", ".join(f"{canonical_key(k, t)} AS _dp_k{i}"
-                         for i, (k, t) in enumerate(zip(self.source.keys, self.source.key_types, strict=True)))
+        kinds = dict(self.source.schema)
+        return ", ".join(f"{canonical_key(k, kinds[n])} AS _dp_k{i}"
+                         for i, (k, n) in enumerate(zip(self.source.keys, self.source.key_names, strict=True)))
 
     @property
     def key_output(self) -> str:

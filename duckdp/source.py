@@ -28,21 +28,45 @@ SELECT database_name, schema_name, view_name, NULL FROM duckdb_views() WHERE NOT
 # Keys that compare equal in more than one form — floats' −0.0 and 0.0, NaNs, strings under a collation — make one
 # group (GROUP BY, DISTINCT and `=` compare them equal) that shows whichever form of the row read first, so the form
 # a released key shows would tell which row came first: neighbour pairs in tests/test_order.py.
-_FLOATS = {"FLOAT", "DOUBLE"}
-
-
-def canonical_key(column: str, type_name: str) -> str:
-    """SQL of key column `column` (quoted) of DuckDB type `type_name` in its canonical form: floats with −0.0 as 0.0
-    and every NaN as the one NaN (the same groups, each showing one fixed form); strings compared byte by byte
-    (`COLLATE "binary"`: a column's collation, or the connection's `default_collation`, such as NOCASE, would group
-    'A' with 'a' and show the first row's); other types as they are."""
-    t = type_name.upper()
-    if t == "VARCHAR":
+def canonical_key(column: str, kind: DuckDBPyType) -> str:
+    """SQL of key column `column` (quoted) of DuckDB type `kind` in its canonical form: floats with −0.0 as 0.0 and
+    every NaN as the one NaN (the same groups, each showing one fixed form), also inside a LIST or STRUCT key;
+    strings compared byte by byte (`COLLATE "binary"`: a column's collation such as NOCASE would group 'A' with 'a'
+    and show the first row's); other types as they are (a fixed-size ARRAY or MAP holding floats too: not yet)."""
+    if kind.id == "varchar":
         return f'({column} COLLATE "binary")'
-    if t not in _FLOATS:
-        return column
-    return (f"(CASE WHEN {column} = 0 THEN CAST(0 AS {t}) WHEN isnan({column}) THEN CAST('NaN' AS {t}) "
-            f"ELSE {column} END)")
+    return _canonical_floats(column, kind, 0)
+
+
+def _canonical_floats(expr: str, kind: DuckDBPyType, depth: int) -> str:
+    """`expr` with every float it holds (itself, a LIST's elements, a STRUCT's fields, recursively) canonical."""
+    if not _holds_float(kind):
+        return expr
+    if kind.id in ("float", "double"):
+        t = kind.id.upper()
+        return f"(CASE WHEN {expr} = 0 THEN CAST(0 AS {t}) WHEN isnan({expr}) THEN CAST('NaN' AS {t}) ELSE {expr} END)"
+    if kind.id == "list":
+        x = f"_dp_x{depth}"
+        return f"list_transform({expr}, lambda {x}: {_canonical_floats(x, _parts(kind)[0][1], depth + 1)})"
+    fields = ", ".join(f"{quote_ident(name)} := {_canonical_floats(f'{expr}.{quote_ident(name)}', sub, depth)}"
+                       for name, sub in _parts(kind))
+    return f"(CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({fields}) END)"      # a NULL struct stays NULL
+
+
+def _holds_float(kind: DuckDBPyType) -> bool:
+    """Whether a key of type `kind` holds a float that `_canonical_floats` rewrites (itself, in a LIST or STRUCT)."""
+    if kind.id in ("float", "double"):
+        return True
+    if kind.id == "list":
+        return _holds_float(_parts(kind)[0][1])
+    if kind.id == "struct":
+        return any(_holds_float(sub) for _, sub in _parts(kind))
+    return False
+
+
+def _parts(kind: DuckDBPyType) -> list[tuple[str, DuckDBPyType]]:
+    """A LIST's element type (named "child") or a STRUCT's fields, in order."""
+    return [(name, sub) for name, sub in kind.children if isinstance(sub, DuckDBPyType)]
 
 
 def canonical_arrow_keys(table: pa.Table) -> pa.Table:

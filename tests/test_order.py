@@ -254,3 +254,26 @@ def test_a_connections_default_collation_is_refused():
         duckdp.aggregate(con, "t", by="item", metrics={"n": "users"}, keys=["a", "A"], epsilon=5, delta=1e-6, seed=1)
     con.execute("RESET default_collation")
     assert duckdp.select(con, "t", algo="weighted_gaussian", epsilon=5, delta=1e-6, seed=1).to_arrow().num_rows == 1
+
+
+@pytest.mark.parametrize("kind,negative,positive", [
+    ("DOUBLE[]", "[CAST('-0.0' AS DOUBLE)]", "[0.0::DOUBLE]"),
+    ("STRUCT(a FLOAT[], \"b c\" VARCHAR)[]", "[{'a': [CAST('-0.0' AS FLOAT)], 'b c': 'x'}]",
+     "[{'a': [0.0::FLOAT], 'b c': 'x'}]")])
+def test_nested_float_keys_released_in_one_form(kind, negative, positive):
+    """The float neighbour pair with the −0.0 inside a LIST (and a LIST of STRUCTs): D = 400 users on [0.0], D' adds
+    one user, rows first, on [−0.0]. A LIST key showed its first row's form (D' released [−0.0]); canonical_key
+    rewrites the floats a LIST or STRUCT key holds, keeping its type."""
+    for rows in ([positive], [negative, positive]):
+        con = duckdb.connect()
+        con.execute(f"CREATE TABLE t (user_id BIGINT, item {kind})")
+        if len(rows) == 2:
+            con.execute(f"INSERT INTO t VALUES (1000000, {negative})")
+        con.execute(f"INSERT INTO t SELECT range, {positive} FROM range(400)")
+        out = duckdp.select(con, "t", algo="weighted_gaussian", epsilon=5, delta=1e-6, seed=1).to_arrow()
+        (key,) = out.column("item").to_pylist()
+        (typ,), = con.sql("SELECT typeof(item) FROM t LIMIT 1").fetchall()
+        zero = key[0] if kind == "DOUBLE[]" else key[0]["a"][0]
+        assert struct.pack("<d", zero) == _CANONICAL["zero"]
+        assert str(con.sql(f"SELECT CAST(NULL AS {kind}) AS item").to_arrow_table().schema.field(0).type) == \
+            str(out.schema.field(0).type), typ
