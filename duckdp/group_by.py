@@ -34,7 +34,7 @@ from .privacy.budget import make_budget
 from .privacy.events import ZcdpEvent
 from .release import Spent
 from .rng import Randomness
-from .source import canonical_arrow_keys
+from .source import distinct_keys
 from .validation import truncation as check_truncation
 
 # aggregate's Δ0 truncation order (spec §7, benchmarks/RESULTS.md "Truncation order"): "global" releases as many
@@ -106,7 +106,8 @@ def _mode(keys: Any) -> tuple[str, str | None]:
 
 
 def _public_keys(con: Any, keys: Any, key_names: list[str], own: ModuleType) -> pa.Table:
-    """The public key set as Arrow columns named like the input's keys (distinct; NULL keys refused)."""
+    """The public key set as Arrow columns named like the input's keys (NULL keys refused; made distinct once
+    cast to the input's key types)."""
     if isinstance(keys, (list, tuple)):
         if not keys:
             raise InvalidParameter("keys= is an empty list: give at least one public key")
@@ -126,8 +127,7 @@ def _public_keys(con: Any, keys: Any, key_names: list[str], own: ModuleType) -> 
     for n in key_names:
         if table.column(n).null_count:
             raise InvalidParameter(f"the public key set has NULL in {n!r}: keys are never NULL")
-    # distinct as the engine's GROUP BY sees keys: −0.0 is 0.0, one NaN (source.canonical_key)
-    return canonical_arrow_keys(table).group_by(key_names, use_threads=False).aggregate([])
+    return table
 
 
 def _check_source(source: Any, con: Any, plan: AggregatePlan, own: ModuleType) -> None:
@@ -254,9 +254,10 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
                 raise InternalError("invariant failed: public keys were not resolved")
             head = own.key_schema(stages)
             try:
-                keyset_table = public.rename_columns(names).cast(head)
+                typed = public.rename_columns(names).cast(head)
             except (pa.ArrowException, ValueError) as exc:
                 raise SchemaError(f"the public keys do not have the input's key types {head.types}: {exc}") from None
+            keyset_table = distinct_keys(typed)   # as the engine's GROUP BY sees keys (source.canonical_key)
         drawn: dict[int, np.ndarray] | None = None
         if mode != "threshold":
             keyset = own.keyset(stages, keyset_table)

@@ -12,7 +12,6 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from duckdb.sqltypes import DuckDBPyType
 
 from .errors import DataError, SchemaError
@@ -30,55 +29,72 @@ SELECT database_name, schema_name, view_name, NULL FROM duckdb_views() WHERE NOT
 # a released key shows would tell which row came first: neighbour pairs in tests/test_order.py.
 def canonical_key(column: str, kind: DuckDBPyType) -> str:
     """SQL of key column `column` (quoted) of DuckDB type `kind` in its canonical form: floats with −0.0 as 0.0 and
-    every NaN as the one NaN (the same groups, each showing one fixed form), also inside a LIST or STRUCT key;
-    strings compared byte by byte (`COLLATE "binary"`: a column's collation such as NOCASE would group 'A' with 'a'
-    and show the first row's); other types as they are (a fixed-size ARRAY or MAP holding floats too: not yet)."""
+    every NaN as the one NaN (the same groups, each showing one fixed form), also inside a LIST, fixed-size ARRAY,
+    STRUCT, MAP or UNION key; strings compared byte by byte (`COLLATE "binary"`: a column's collation such as NOCASE
+    would group 'A' with 'a' and show the first row's); other types as they are."""
     if kind.id == "varchar":
         return f'({column} COLLATE "binary")'
     return _canonical_floats(column, kind, 0)
 
 
 def _canonical_floats(expr: str, kind: DuckDBPyType, depth: int) -> str:
-    """`expr` with every float it holds (itself, a LIST's elements, a STRUCT's fields, recursively) canonical."""
+    """`expr` with every float it holds (itself, a LIST's or ARRAY's elements, a STRUCT's fields, a MAP's keys and
+    values, a UNION's members, recursively) canonical, its type unchanged."""
     if not _holds_float(kind):
         return expr
     if kind.id in ("float", "double"):
         t = kind.id.upper()
         return f"(CASE WHEN {expr} = 0 THEN CAST(0 AS {t}) WHEN isnan({expr}) THEN CAST('NaN' AS {t}) ELSE {expr} END)"
-    if kind.id == "list":
-        x = f"_dp_x{depth}"
-        return f"list_transform({expr}, lambda {x}: {_canonical_floats(x, _parts(kind)[0][1], depth + 1)})"
+    x = f"_dp_x{depth}"
+    parts = _parts(kind)
+    if kind.id in ("list", "array"):         # list_transform of an ARRAY gives a LIST: cast back to the ARRAY type
+        out = f"list_transform({expr}, lambda {x}: {_canonical_floats(x, parts[0][1], depth + 1)})"
+        return out if kind.id == "list" else f"CAST({out} AS {kind})"
+    if kind.id == "map":                     # −0.0 and 0.0 cannot both be keys of one map (DuckDB: keys unique)
+        entry = ", ".join(f"{name} := {_canonical_floats(f'{x}.{name}', sub, depth + 1)}" for name, sub in parts)
+        return f"map_from_entries(list_transform(map_entries({expr}), lambda {x}: struct_pack({entry})))"
+    if kind.id == "union":                   # the members after the tag (an unnamed UTINYINT child)
+        cases = " ".join(
+            f"WHEN {_literal(name)} THEN CAST(union_value({quote_ident(name)} := "
+            f"{_canonical_floats(f'union_extract({expr}, {_literal(name)})', sub, depth + 1)}) AS {kind})"
+            for name, sub in parts[1:])
+        return f"(CASE union_tag({expr}) {cases} END)"                 # a NULL union stays NULL
     fields = ", ".join(f"{quote_ident(name)} := {_canonical_floats(f'{expr}.{quote_ident(name)}', sub, depth)}"
-                       for name, sub in _parts(kind))
+                       for name, sub in parts)
     return f"(CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({fields}) END)"      # a NULL struct stays NULL
 
 
+def _literal(name: str) -> str:
+    """A SQL string literal of `name` (a UNION member's name, from the input's schema)."""
+    return "'" + name.replace("'", "''") + "'"
+
+
 def _holds_float(kind: DuckDBPyType) -> bool:
-    """Whether a key of type `kind` holds a float that `_canonical_floats` rewrites (itself, in a LIST or STRUCT)."""
+    """Whether a key of type `kind` holds a float that `_canonical_floats` rewrites."""
     if kind.id in ("float", "double"):
         return True
-    if kind.id == "list":
-        return _holds_float(_parts(kind)[0][1])
-    if kind.id == "struct":
+    if kind.id in ("list", "array", "struct", "map", "union"):
         return any(_holds_float(sub) for _, sub in _parts(kind))
     return False
 
 
 def _parts(kind: DuckDBPyType) -> list[tuple[str, DuckDBPyType]]:
-    """A LIST's element type (named "child") or a STRUCT's fields, in order."""
+    """A LIST's or ARRAY's element type (named "child"), a STRUCT's fields, a MAP's key and value, a UNION's tag and
+    members, in order (an ARRAY's size, an int, left out)."""
     return [(name, sub) for name, sub in kind.children if isinstance(sub, DuckDBPyType)]
 
 
-def canonical_arrow_keys(table: pa.Table) -> pa.Table:
-    """`table` (key columns, e.g. a public key set) with its floating-point columns in `canonical_key`'s form, so
-    that a distinct over it merges the keys a GROUP BY merges."""
-    for i, field in enumerate(table.schema):
-        if field.type in (pa.float32(), pa.float64()):
-            col = table.column(i)
-            zero, nan = pa.scalar(0.0, field.type), pa.scalar(float("nan"), field.type)
-            col = pc.if_else(pc.equal(col, zero), zero, pc.if_else(pc.is_nan(col), nan, col))
-            table = table.set_column(i, field, col)
-    return table
+def distinct_keys(table: pa.Table) -> pa.Table:
+    """The distinct rows of `table` (key columns, e.g. a public key set) as a GROUP BY on them sees keys: each in
+    `canonical_key`'s form (−0.0 is 0.0, one NaN, also inside nested keys; strings byte by byte), sorted, with
+    `table`'s schema. Run in an in-memory DuckDB of its own: the key set is public and small."""
+    with duckdb.connect() as con:
+        rel = con.from_arrow(table)
+        cols = ", ".join(f"{canonical_key(quote_ident(name), kind)} AS {quote_ident(name)}"
+                         for name, kind in zip(rel.columns, rel.types, strict=True))
+        con.register("_dp_keys", table)
+        out: pa.Table = con.sql(f"SELECT DISTINCT {cols} FROM _dp_keys ORDER BY ALL").to_arrow_table()
+        return out.cast(table.schema)
 
 
 @dataclass
