@@ -19,7 +19,8 @@
 #   bash benchmarks/device_check.sh sweep      # ~200 s: 10M rows at 16 8 4 2 1 threads
 #   bash benchmarks/device_check.sh profile    # ~200 s: aggregate vs select (weighted_gaussian, 100M, 2 GB), then
 #                                              # profile_aggregate.py's statements (CPU / wall), 2 runs each
-#   bash benchmarks/device_check.sh ratios     # ~300 s: aggregate / select for dpsips, mad, mad2r at 100M inside 2 GB,
+#   bash benchmarks/device_check.sh ratios     # ~300 s: aggregate / select for dpsips, mad, mad2r, keys="threshold"
+#                                              # (against count_gaussian) at 100M inside 2 GB,
 #                                              # then weighted_gaussian and adaptive_sips without a memory limit
 #                                              # (RATIO_ALGOS, UNLIMITED_ALGOS pick others)
 #   bash benchmarks/device_check.sh recheck    # ~170 s: the two bars left open, on a few minutes of budget: aggregate vs
@@ -101,7 +102,7 @@ case $part in
     db=$(mktemp -d)/big.duckdb
     # shellcheck disable=SC2086  # word lists on purpose
     run 300 $py benchmarks/bench_large.py --rows "$rows_big" --memory-limit 2GB --threads 16 --aggregate \
-      --algos ${RATIO_ALGOS:-dpsips mad mad2r} --db "$db" 2>&1 | tee "$out/aggregate_ratios_2gb.txt"
+      --algos ${RATIO_ALGOS:-dpsips mad mad2r threshold} --db "$db" 2>&1 | tee "$out/aggregate_ratios_2gb.txt"
     stamp unlimited
     # shellcheck disable=SC2086
     [ -f "$db" ] && run 120 $py benchmarks/bench_large.py --memory-limit 100GB --threads 16 --aggregate \

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from .discrete import discrete_gaussian_array
+from .draw_pool import DrawPool
 from .rng import Randomness
 
 NOISY_USERS = "_dp_users"    # the column the threshold rule appends: each kept key's noisy user count (int64)
@@ -37,15 +38,17 @@ def collision_ranks(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
 
 
 def noise(randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray, sigma: float,
-          ranks: np.ndarray | None = None) -> np.ndarray:
+          ranks: np.ndarray | None = None, pool: DrawPool | None = None) -> np.ndarray:
     """Exact N_Z(0, σ²) per key from K[b"aggm", tag, rank] keyed by its counter (CKS20 Alg. 3; spec §2.6):
     a function of (K, tag, counter, rank) only, independent of other keys and of row order. `ranks`: the keys'
-    collision ranks where the caller has them (a stream of keys: `Threshold`), else `collision_ranks` of these keys."""
+    collision ranks where the caller has them (a stream of keys: `Threshold`), else `collision_ranks` of these keys.
+    `pool`: worker processes to draw on (the same draws), else drawn here."""
     ranks = collision_ranks(hi, lo) if ranks is None else ranks
+    draw = discrete_gaussian_array if pool is None else pool.draw
     out = np.zeros(hi.size, dtype=np.int64)
     for r in np.unique(ranks):
         rows = np.flatnonzero(ranks == r)
-        out[rows] = discrete_gaussian_array(randomness.key.derive(b"aggm", tag, int(r)), hi[rows], lo[rows], sigma)
+        out[rows] = draw(randomness.key.derive(b"aggm", tag, int(r)), hi[rows], lo[rows], sigma)
     return out
 
 
@@ -54,7 +57,8 @@ class Threshold:
     """keys="threshold" (spec §4.2), the `ThresholdRule` run on each batch of candidate keys (`user_counts`' columns:
     each key's counter, c and collision rank): the keys whose c plus exact N_Z(0, σ²) (round `tag`) reaches the
     threshold, with their measures (the same kept pairs) and that noisy c (the users metric) as `NOISY_USERS`. Each
-    key's draw is a function of (K, tag, counter, rank) only, so any batching — DuckDB's stream on the driver,
+    key's draw is a function of (K, tag, counter, rank) only, so any batching — DuckDB's stream on the driver, drawn on
+    its `pool` of worker processes,
     Spark's partitions on the executors (the key travels with the rule, as in duckdp/spark/noise.py) — draws the
     same noise as one array of every candidate."""
 
@@ -63,11 +67,11 @@ class Threshold:
     randomness: Randomness
     tag: int
 
-    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+    def __call__(self, batch: pa.RecordBatch, pool: DrawPool | None = None) -> pa.RecordBatch:
         hi, lo = counters(batch)
         c = batch.column("_dp_c").to_numpy(zero_copy_only=False).astype(np.int64)
         ranks = batch.column("_dp_rank").to_numpy(zero_copy_only=False).astype(np.int64)
-        noisy_c = c + noise(self.randomness, self.tag, hi, lo, self.sigma, ranks)      # spec §4.2
+        noisy_c = c + noise(self.randomness, self.tag, hi, lo, self.sigma, ranks, pool)      # spec §4.2
         keep = pa.array(noisy_c >= self.threshold)
         return batch.append_column(pa.field(NOISY_USERS, pa.int64(), nullable=False),
                                    pa.array(noisy_c, pa.int64())).filter(keep)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
@@ -23,6 +24,7 @@ import pyarrow as pa
 
 from . import aggregate_noise, mechanisms
 from .aggregate_noise import NOISY_USERS, Threshold, counters
+from .draw_pool import DrawPool
 from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
 from .mechanisms.aggregate import own_stages, pre_thresholded_selection
@@ -220,8 +222,11 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     randomness = Randomness(seed)
     on_plan = plan_hook(accountant, "aggregate", ZcdpEvent(plan.rho, plan.zcdp_delta))
     rounds: list[Round] = []
-    with kind.open_run(con, table, user_col, by, randomness, plan=[plan], on_plan=on_plan,
-                       check_source=lambda s: _check_source(s, con, plan, own), truncation=truncation) as stages:
+    with ExitStack() as stack:
+        stages = stack.enter_context(kind.open_run(con, table, user_col, by, randomness, plan=[plan], on_plan=on_plan,
+                                                   check_source=lambda s: _check_source(s, con, plan, own),
+                                                   truncation=truncation))
+        pool = stack.enter_context(DrawPool(own.draw_workers(stages)))     # the exact draws' processes, if many
         source = stages.source
         if auto:                                         # Δ0 first, on its own part of ρ; then re-plan with it
             choice = auto_contributions.estimate(stages, auto_contributions.zcdp_part(plan.auto_rho, auto_share),
@@ -237,7 +242,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             if plan.threshold is None:
                 raise InternalError("invariant failed: a threshold plan has a threshold")
             rule = Threshold(plan.threshold.sigma, plan.threshold.threshold, randomness, THRESHOLD_TAG)
-            true = own.thresholded(stages, plan, rule)
+            true = own.thresholded(stages, plan, rule, pool)
             users_noisy = true.column(NOISY_USERS).to_numpy(zero_copy_only=False)
         elif mode == "select":
             if mech is None or rounds_plan is None or params is None:
@@ -263,8 +268,8 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
             keyset = own.keyset(stages, keyset_table)
             early = counters(own.counters(stages, keyset))      # the measures' counters, in their row order
             stop = threading.Event()
-            with ThreadPoolExecutor(max_workers=1) as pool:      # the exact noise, drawn while the engine sums
-                pending = pool.submit(_exact_noise, randomness, plan, *early, stop)
+            with ThreadPoolExecutor(max_workers=1) as drawer:    # the exact noise, drawn while the engine sums
+                pending = drawer.submit(_exact_noise, randomness, plan, *early, stop, pool)
                 try:
                     true = own.key_measures(stages, plan, keyset)   # one grouped pass: pairs carry their sums
                 except BaseException:                          # e.g. Ctrl-C: the draws stop within a chunk
@@ -273,7 +278,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
                 drawn = pending.result()
         hi, lo = counters(true)
         if mode == "threshold":      # its keys arrive with their sums: the same draws, made now
-            drawn = _exact_noise(randomness, plan, hi, lo, threading.Event())
+            drawn = _exact_noise(randomness, plan, hi, lo, threading.Event(), pool)
         elif not (np.array_equal(hi, early[0]) and np.array_equal(lo, early[1])):
             raise InternalError("invariant failed: the measures' counters are not those the noise was drawn for")
         if drawn is None:
@@ -296,25 +301,26 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
 
 
 def _exact_noise(randomness: Randomness, plan: AggregatePlan, hi: np.ndarray, lo: np.ndarray,
-                 stop: threading.Event) -> dict[int, np.ndarray] | None:
+                 stop: threading.Event, pool: DrawPool) -> dict[int, np.ndarray] | None:
     """Each budgeted measure's exact N_Z(0, σ²) per key (aggregate_noise.noise), by measure index; None once `stop`
     is set. A draw is a function of (K, the measure's tag, the key's counter and collision rank) only, not of any
     sum, so it can be drawn in a thread while the engine computes the sums (DuckDB and Spark run outside the GIL):
-    the serial Python sampler (~8·10⁴ draws per second) then costs no wall time where the metrics' grouped pass
+    the Python sampler (~10⁵ draws per second per worker) then costs no wall time where the metrics' grouped pass
     takes longer (keys="threshold", whose keys come with their sums, calls it afterwards). Drawn in chunks of
-    NOISE_CHUNK keys (the same draws: ranks are those of all the keys), so a failed or interrupted call waits for
-    one chunk, not for every draw of a large public key set."""
+    NOISE_CHUNK keys per worker process of `pool` (the same draws: ranks are those of all the keys), so a failed or
+    interrupted call waits for one chunk, not for every draw of a large public key set."""
     ranks = aggregate_noise.collision_ranks(hi, lo)
     out: dict[int, np.ndarray] = {}
     for i, m in enumerate(plan.measures):
         if m.tag == THRESHOLD_TAG:
             continue
         parts = [np.zeros(0, dtype=np.int64)]
-        for start in range(0, hi.size, NOISE_CHUNK):
+        chunk = NOISE_CHUNK * pool.workers
+        for start in range(0, hi.size, chunk):
             if stop.is_set():
                 return None
-            part = slice(start, start + NOISE_CHUNK)
-            parts.append(aggregate_noise.noise(randomness, m.tag, hi[part], lo[part], m.sigma, ranks[part]))
+            part = slice(start, start + chunk)
+            parts.append(aggregate_noise.noise(randomness, m.tag, hi[part], lo[part], m.sigma, ranks[part], pool))
         out[i] = np.concatenate(parts)
     return out
 

@@ -6,7 +6,8 @@ for tests and demos only). Every purpose gets its own sub-key
     K[purpose, index, rank] = AES-128_K(purpose (4 ASCII bytes) ‖ index (4 bytes BE) ‖ rank (8 bytes BE)),
 e.g. noise round i uses K[b"nois", i, 0] (and K[b"nois", i, r] for collision rank r > 0, see
 duckdp/counters.py), SQL salts K[b"salt", 0, 0], the count-release bit stream K[b"dgau", 0, 0],
-the per-key discrete Gaussians of aggregate measure t K[b"aggm", t, r] (`discrete.discrete_gaussian_array`).
+the per-key discrete Gaussians of aggregate measure t K[b"aggm", t, r] (`discrete.discrete_gaussian_array`:
+block i of a key's bit stream under K[b"aggm", t, r][b"blck", 0, i]).
 The noise of a key in a round is
     x = AES-128_sub(hi ‖ lo)   (hi, lo: the key's 128-bit counter as two big-endian uint64),
     v = first 8 bytes of x as a big-endian uint64,  m = ⌊v / 2¹²⌋ (its top 52 bits),

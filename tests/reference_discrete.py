@@ -1,6 +1,6 @@
-"""Test oracle: the exact CKS20 discrete Gaussian on `fractions.Fraction` and the 32-block AES bit stream,
-as duckdp shipped them before the integer sampler (duckdp/discrete.py). The library must give the same
-bits and the same draws for the same key, counters and σ, so seeded releases stay bit-identical."""
+"""Test oracle: the exact CKS20 discrete Gaussian on `fractions.Fraction` and the AES bit streams, written plainly
+(duckdp/discrete.py is the integer sampler, prefilled keyed streams). The library must give the same bits and the
+same draws for the same key, counters and σ, so seeded releases stay bit-identical."""
 from __future__ import annotations
 
 import math
@@ -81,11 +81,27 @@ def discrete_gaussian(bits: ReferenceBitStream, sigma: float) -> int:
             return y
 
 
+class ReferenceKeyStream(ReferenceBitStream):
+    """Key j's stream of a keyed array: block i is AES_{K[b"blck", 0, i]}(counter j), one block at a time."""
+
+    def __init__(self, key: PRFKey, counter: bytes):
+        super().__init__(key)
+        self._counter = counter
+
+    def bits(self, k: int) -> int:
+        while self._nbits < k:
+            block = _aes(self._key.derive(b"blck", 0, self._block).key, self._counter)
+            self._block += 1
+            self._bits = (self._bits << 128) | int.from_bytes(block, "big")
+            self._nbits += 128
+        self._nbits -= k
+        out = self._bits >> self._nbits
+        self._bits &= (1 << self._nbits) - 1
+        return out
+
+
 def discrete_gaussian_array(key: PRFKey, counters_hi: np.ndarray, counters_lo: np.ndarray, sigma: float) -> np.ndarray:
-    """Draw j from its own stream under AES_K(hi_j ‖ lo_j)."""
+    """Draw j from its own stream: blocks AES_{K[b"blck", 0, i]}(hi_j ‖ lo_j), i = 0, 1, …."""
     hi, lo = _u64(counters_hi), _u64(counters_lo)
-    blocks = np.empty((hi.size, 2), dtype=">u8")
-    blocks[:, 0], blocks[:, 1] = hi, lo
-    sub = _aes(key.key, blocks.tobytes())
-    return np.array([discrete_gaussian(ReferenceBitStream(PRFKey(sub[16 * j:16 * j + 16])), sigma)
-                     for j in range(hi.size)], dtype=np.int64)
+    return np.array([discrete_gaussian(ReferenceKeyStream(key, int(h).to_bytes(8, "big") + int(low).to_bytes(8, "big")),
+                                       sigma) for h, low in zip(hi, lo, strict=True)], dtype=np.int64)

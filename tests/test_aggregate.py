@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import duckdp
-from duckdp import aggregate_noise, cli, group_by
+from duckdp import aggregate_noise, cli, draw_pool, group_by
 from duckdp.aggregate_noise import collision_ranks, counters
 from duckdp.errors import BudgetExceeded, InternalError, InvalidParameter, SchemaError
 from duckdp.lifecycle import open_run
@@ -95,9 +95,9 @@ def test_failed_sums_stop_the_exact_noise(con, monkeypatch):
     con.register("ratings", ratings())
     real, seen = group_by._exact_noise, []
 
-    def waiting(randomness, plan, hi, lo, stop):
+    def waiting(randomness, plan, hi, lo, stop, pool):
         assert stop.wait(timeout=60)
-        seen.append(real(randomness, plan, hi, lo, stop))
+        seen.append(real(randomness, plan, hi, lo, stop, pool))
         return seen[-1]
 
     def failing(*args):
@@ -111,15 +111,20 @@ def test_failed_sums_stop_the_exact_noise(con, monkeypatch):
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 4096])
-def test_exact_noise_in_chunks_is_the_same_draws(monkeypatch, chunk):
-    """`_exact_noise` draws in chunks of NOISE_CHUNK keys with the ranks of all keys: the same numbers as one call
-    of aggregate_noise.noise per measure, also where counters collide (ranks > 0)."""
+@pytest.mark.parametrize("workers", [1, 2])
+def test_exact_noise_in_chunks_is_the_same_draws(monkeypatch, chunk, workers):
+    """`_exact_noise` draws in chunks of NOISE_CHUNK keys per worker with the ranks of all keys, on worker processes
+    (here every draw of two or more keys, one key a request): the same numbers as one call of aggregate_noise.noise
+    per measure, also where counters collide (ranks > 0)."""
     plan = plan_aggregate(ZCDP(0.5, 1e-6), METRICS, max_contributions=5, keys="public")
     randomness = Randomness(7)
     hi = np.array([0, 0, 0, 1, 1, 2], dtype=np.int64)
     lo = np.array([5, 5, 6, 5, 5, 9], dtype=np.uint64)
     monkeypatch.setattr(group_by, "NOISE_CHUNK", chunk)
-    drawn = group_by._exact_noise(randomness, plan, hi, lo, threading.Event())
+    monkeypatch.setattr(draw_pool, "MIN_PARALLEL", 2)
+    monkeypatch.setattr(draw_pool, "TASK", 1)
+    with draw_pool.DrawPool(workers) as pool:
+        drawn = group_by._exact_noise(randomness, plan, hi, lo, threading.Event(), pool)
     assert drawn is not None and set(drawn) == {i for i, m in enumerate(plan.measures) if m.tag != THRESHOLD_TAG}
     for i, values in drawn.items():
         m = plan.measures[i]
@@ -222,7 +227,7 @@ def test_threshold_mode_measures_read_the_pairs_the_threshold_counted(con):
     its own measure) equal the threshold's users on every key — one truncation. Truncating again for the
     measures (the old stage 2 with a fresh salt) keeps other pairs, and the counts differ."""
     zero = mock.patch("duckdp.aggregate_noise.noise",
-                      lambda r, tag, hi, lo, sigma, ranks=None: np.zeros(hi.size, dtype=np.int64))
+                      lambda r, tag, hi, lo, sigma, ranks=None, pool=None: np.zeros(hi.size, dtype=np.int64))
     with zero:
         agg = run(con, ratings(n_users=3000, seed=2), keys="threshold", metrics={"u": "users", "n": "count"},
                   max_rows_per_key=2, max_contributions=2)

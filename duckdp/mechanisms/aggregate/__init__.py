@@ -11,10 +11,11 @@ import importlib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
+from ...draw_pool import DrawPool
 from ...errors import InternalError, InvalidParameter
 from ...privacy.aggregate import PRE_THRESHOLD_SELECTIONS, THRESHOLD_TAG, AggregatePlan, grid_bounds
 from ...stages.base import Engine
@@ -24,10 +25,14 @@ from ..basic import CountGaussian, CountLaplace
 ENGINES = ("duckdb", "spark")
 ENGINE_NOTE = "aggregate runs on DuckDB and Spark"
 SATURATE = 2**62    # bound on a measure's true integer per key (saturating sum, see measure_idents)
-# keys="threshold": the rule an engine's `thresholded` runs on each batch of its candidates (`user_counts`' columns):
-# the batch's keys that pass, with their noisy user count in a column NOISY_USERS (int64) appended
-# (duckdp/aggregate_noise.py `Threshold`)
-ThresholdRule = Callable[[pa.RecordBatch], pa.RecordBatch]
+
+
+class ThresholdRule(Protocol):
+    """keys="threshold": the rule an engine's `thresholded` runs on each batch of its candidates (`user_counts`'
+    columns): the batch's keys that pass, with their noisy user count in a column NOISY_USERS (int64) appended,
+    drawn on `pool`'s worker processes where given (duckdp/aggregate_noise.py `Threshold`)."""
+
+    def __call__(self, batch: pa.RecordBatch, pool: DrawPool | None = None) -> pa.RecordBatch: ...
 
 
 def own_stages(engine: str) -> ModuleType:

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from ...aggregate_noise import NOISY_USERS
 from ...counters import collisions_possible, counter_sql, type_hash_injective
+from ...draw_pool import DrawPool
 from ...privacy.aggregate import AggregatePlan
 from ...run import RunContext
 from ...source import Source
@@ -238,13 +239,19 @@ def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchRead
     return _candidates(ctx.con.sql(counts.sql, params=counts.params).to_arrow_reader(BATCH_ROWS), ranked, positional)
 
 
-def thresholded(engine: DuckDBStages, plan: AggregatePlan, rule: ThresholdRule) -> pa.Table:
+def thresholded(engine: DuckDBStages, plan: AggregatePlan, rule: ThresholdRule, pool: DrawPool) -> pa.Table:
     """keys="threshold" (spec §4.2): the candidates of `user_counts` that `rule` keeps, with its `NOISY_USERS`
-    column, in key order: the stream is read one batch at a time, the rule run on each, and only the kept keys
-    held (./spark.py runs the same rule on Spark's executors)."""
+    column, in key order: the stream is read one batch at a time, the rule run on each (its draws on `pool`), and
+    only the kept keys held (./spark.py runs the same rule on Spark's executors)."""
     reader = user_counts(engine, plan)
     schema = reader.schema.append(pa.field(NOISY_USERS, pa.int64(), nullable=False))
-    return pa.Table.from_batches([rule(batch) for batch in reader], schema=schema)
+    return pa.Table.from_batches([rule(batch, pool) for batch in reader], schema=schema)
+
+
+def draw_workers(engine: DuckDBStages) -> int:
+    """Worker processes for the call's exact draws (duckdp/draw_pool.py): the connection's `threads` setting, the
+    parallelism its user gave DuckDB (the select noise stage's thread pool follows it too)."""
+    return engine.ctx.threads
 
 
 def _candidates(reader: pa.RecordBatchReader, ranked: bool, positional: bool) -> pa.RecordBatchReader:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ...aggregate_noise import NOISY_USERS
+from ...draw_pool import DrawPool
 from ...privacy.aggregate import AggregatePlan
 from ...spark.noise import counter_sql, partitioned_ranked
 from ...spark.source import SparkSource, spark_ref
@@ -130,9 +131,10 @@ def user_counts(engine: SparkStages, plan: AggregatePlan) -> DataFrame:
     return partitioned_ranked(out, engine.keys, may_collide, partitions)
 
 
-def thresholded(engine: SparkStages, plan: AggregatePlan, rule: ThresholdRule) -> pa.Table:
+def thresholded(engine: SparkStages, plan: AggregatePlan, rule: ThresholdRule, pool: DrawPool) -> pa.Table:
     """keys="threshold" (spec §4.2): the candidates of `user_counts` that `rule` keeps, with its `NOISY_USERS`
-    column, sorted by key. The rule (noise and threshold per key) runs on the executors, batch by batch, as the
+    column, sorted by key (`pool`, the driver's, unused: the executors draw in parallel already). The rule (noise
+    and threshold per key) runs on the executors, batch by batch, as the
     select noise stage's decision does (duckdp/spark/noise.py `scan_noisy`): each key's draw is a function of
     (K, tag, counter, rank) only, so where a batch or partition ends changes nothing, and the driver collects
     only the keys released (what ./duckdb.py's stream keeps), never every candidate."""
@@ -149,6 +151,12 @@ def thresholded(engine: SparkStages, plan: AggregatePlan, rule: ThresholdRule) -
     # the released keys in one partition, sorted there: the order of orderBy, without the sampling job that would
     # run the rule a second time (or a stored copy to spare it)
     return kept.repartition(1).sortWithinPartitions(*engine.keys).toArrow()
+
+
+def draw_workers(engine: SparkStages) -> int:
+    """Worker processes for the driver's exact draws (the measures of released keys; duckdp/draw_pool.py):
+    `spark.driver.cores`, the cores the session gave its driver (1 unless set)."""
+    return int(engine.spark.conf.get("spark.driver.cores", "1") or 1)
 
 
 def pre_thresholded_weights(engine: SparkStages, max_contributions: int, pre_threshold: int) -> DataFrame:
