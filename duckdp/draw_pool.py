@@ -83,8 +83,8 @@ class _Worker:
 
 
 class DrawPool:
-    """`discrete_gaussian_array`'s draws, split over up to `workers` worker processes (started at the first call of
-    at least MIN_PARALLEL draws, closed with the pool); `workers` ≤ 1, or a system where none starts (no Python
+    """`discrete_gaussian_array`'s draws, split over up to `workers` worker processes (started as calls of at least
+    MIN_PARALLEL draws need them, closed with the pool); `workers` ≤ 1, or a system where none starts (no Python
     executable, not POSIX), draws here.
     The result never depends on `workers`."""
 
@@ -105,7 +105,7 @@ class DrawPool:
         if self.workers <= 1 or hi.size < MIN_PARALLEL or hi.shape != lo.shape or hi.ndim != 1:
             return discrete_gaussian_array(key, hi, lo, sigma)
         DiscreteGaussian(sigma)                        # a bad σ fails here, as it does without workers
-        if not self._all and not self._start():
+        if not self._start(min(self.workers, -(-hi.size // MIN_PARALLEL))):
             return discrete_gaussian_array(key, hi, lo, sigma)
         threads = ThreadPoolExecutor(len(self._all))
         try:
@@ -115,18 +115,19 @@ class DrawPool:
         finally:                                       # e.g. Ctrl-C: the requests not yet sent are dropped
             threads.shutdown(wait=True, cancel_futures=True)
 
-    def _start(self) -> bool:
-        """Start the workers; False (and draws here from then on) where this system cannot start one."""
+    def _start(self, count: int) -> bool:
+        """At least `count` workers running (one per MIN_PARALLEL draws asked for, up to `workers`: a small key set
+        starts few); False (and draws here from then on) where this system cannot start one."""
         path = json.dumps([os.path.dirname(os.path.dirname(os.path.abspath(__file__))), *sys.path])
         try:
-            for _ in range(self.workers):
-                self._all.append(_Worker(path))
+            while len(self._all) < count:
+                worker = _Worker(path)
+                self._all.append(worker)
+                self._idle.put(worker)
         except (OSError, ValueError):                  # no such executable, no process left, no pass_fds
             self.close()
             self.workers = 1
             return False
-        for worker in self._all:
-            self._idle.put(worker)
         return True
 
     def _task(self, key: PRFKey, hi: np.ndarray, lo: np.ndarray, sigma: float) -> np.ndarray:

@@ -33,9 +33,21 @@ def test_pool_draws_the_same_array(monkeypatch, workers):
     with DrawPool(workers) as pool:
         for sigma in (3.5, 1234.5):
             assert np.array_equal(pool.draw(key, hi, lo, sigma), expected[sigma])
-        assert len(pool._all) == (workers if workers > 1 else 0)
+        assert len(pool._all) == (workers if workers > 1 else 0)      # 101 keys: one worker per 10 asked for
         procs = [w.proc for w in pool._all]
     assert all(p.poll() is not None for p in procs)          # closed with the pool
+
+
+def test_workers_start_as_the_draws_need_them(monkeypatch):
+    """One worker per MIN_PARALLEL draws asked for, up to `workers`: 25 keys start 3 of 8, 80 keys all 8."""
+    monkeypatch.setattr(draw_pool, "MIN_PARALLEL", 10)
+    monkeypatch.setattr(draw_pool, "TASK", 4)
+    key = PRFKey.from_seed(6)
+    with DrawPool(8) as pool:
+        for n, started in ((25, 3), (12, 3), (80, 8)):
+            hi, lo = _counters(n, seed=n)
+            assert np.array_equal(pool.draw(key, hi, lo, 2.5), discrete_gaussian_array(key, hi, lo, 2.5))
+            assert len(pool._all) == started
 
 
 def test_a_dead_worker_costs_no_draw(monkeypatch):
