@@ -23,7 +23,7 @@ PRF values at distinct (sub-key, input) pairs, as every other noise of a release
 function of (K, counter) only: independent across keys and measures (distinct K), and unchanged by which other
 keys are present or their order. Every key's first `_PREFILL` blocks are one batch of AES per block index (one
 cipher for all keys), so a draw costs no cipher set-up of its own (the former stream, AES under a per-key sub-key,
-spent ~6 µs a key there: the same sampler, 1.5× the draws per second, benchmarks/bench_discrete.py).
+spent ~6 µs a key there: the same sampler, 1.7–2.1× the draws per CPU second, benchmarks/RESULTS.md stop 39).
 
 Why our own sampler: OpenDP's exact samplers draw from the OS CSPRNG and cannot be seeded, so
 `seed=` releases would not reproduce; this one reads its bits from duckdp's AES PRF (prf.BitStream).
