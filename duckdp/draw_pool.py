@@ -84,12 +84,11 @@ class _Worker:
 
 class DrawPool:
     """`discrete_gaussian_array`'s draws, split over up to `workers` worker processes (started as calls of at least
-    MIN_PARALLEL draws need them, closed with the pool); `workers` ≤ 1, or a system where none starts (no Python
-    executable, not POSIX), draws here.
-    The result never depends on `workers`."""
+    MIN_PARALLEL draws need them, closed with the pool); `workers` ≤ 1, or a process that cannot start one
+    (`_can_start`), draws here. The result never depends on `workers`."""
 
     def __init__(self, workers: int):
-        self.workers = max(1, int(workers)) if sys.executable and os.name == "posix" else 1
+        self.workers = max(1, int(workers)) if _can_start() else 1
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._all: list[_Worker] = []
 
@@ -149,6 +148,14 @@ class DrawPool:
             worker.close()
         self._all.clear()
         self._idle = queue.SimpleQueue()
+
+
+def _can_start() -> bool:
+    """Whether `sys.executable -c …` starts a Python worker: POSIX (pass_fds), not a frozen application (its
+    executable would run the application itself), and an executable named python… (an embedding server's binary,
+    such as uWSGI's, is not an interpreter)."""
+    name = os.path.basename(sys.executable or "")
+    return os.name == "posix" and not getattr(sys, "frozen", False) and name.startswith("python")
 
 
 def _read(stream: IO[bytes], n: int) -> bytes:

@@ -64,6 +64,21 @@ def test_a_dead_worker_costs_no_draw(monkeypatch):
         assert np.array_equal(pool.draw(key, hi, lo, 40.0), expected)
 
 
+@pytest.mark.parametrize("executable,frozen", [("/usr/bin/uwsgi", False), ("/opt/app/myapp", True), ("", False)])
+def test_no_workers_where_the_executable_is_no_interpreter(monkeypatch, executable, frozen):
+    """An embedding server's binary, a frozen application (PyInstaller sets sys.frozen) or no executable: nothing is
+    started (running it with -c could start the application again); the draws are made here, the same."""
+    monkeypatch.setattr(draw_pool, "MIN_PARALLEL", 1)
+    monkeypatch.setattr(draw_pool.sys, "executable", executable)
+    if frozen:
+        monkeypatch.setattr(draw_pool.sys, "frozen", True, raising=False)
+    monkeypatch.setattr(draw_pool.subprocess, "Popen", None)          # any start would fail loudly
+    key, (hi, lo) = PRFKey.from_seed(2), _counters(30, seed=5)
+    with DrawPool(4) as pool:
+        assert pool.workers == 1
+        assert np.array_equal(pool.draw(key, hi, lo, 5.0), discrete_gaussian_array(key, hi, lo, 5.0))
+
+
 def test_a_bad_sigma_fails_as_without_workers(monkeypatch):
     monkeypatch.setattr(draw_pool, "MIN_PARALLEL", 1)
     with DrawPool(2) as pool, pytest.raises(ValueError, match="sigma"):
