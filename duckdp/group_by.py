@@ -22,9 +22,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from . import aggregate_noise, mechanisms
+from . import aggregate_noise, draw_pool, mechanisms
 from .aggregate_noise import NOISY_USERS, Threshold, counters
-from .draw_pool import DrawPool
 from .engines import engine_for
 from .errors import InternalError, InvalidParameter, SchemaError
 from .mechanisms.aggregate import own_stages, pre_thresholded_selection
@@ -226,7 +225,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
         stages = stack.enter_context(kind.open_run(con, table, user_col, by, randomness, plan=[plan], on_plan=on_plan,
                                                    check_source=lambda s: _check_source(s, con, plan, own),
                                                    truncation=truncation))
-        pool = stack.enter_context(DrawPool(own.draw_workers(stages)))     # the exact draws' processes, if many
+        pool = stack.enter_context(draw_pool.DrawPool(own.draw_workers(stages)))    # the exact draws' processes
         source = stages.source
         if auto:                                         # Δ0 first, on its own part of ρ; then re-plan with it
             choice = auto_contributions.estimate(stages, auto_contributions.zcdp_part(plan.auto_rho, auto_share),
@@ -301,21 +300,21 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
 
 
 def _exact_noise(randomness: Randomness, plan: AggregatePlan, hi: np.ndarray, lo: np.ndarray,
-                 stop: threading.Event, pool: DrawPool) -> dict[int, np.ndarray] | None:
+                 stop: threading.Event, pool: draw_pool.DrawPool) -> dict[int, np.ndarray] | None:
     """Each budgeted measure's exact N_Z(0, σ²) per key (aggregate_noise.noise), by measure index; None once `stop`
     is set. A draw is a function of (K, the measure's tag, the key's counter and collision rank) only, not of any
     sum, so it can be drawn in a thread while the engine computes the sums (DuckDB and Spark run outside the GIL):
     the Python sampler (~10⁵ draws per second per worker) then costs no wall time where the metrics' grouped pass
     takes longer (keys="threshold", whose keys come with their sums, calls it afterwards). Drawn in chunks of
-    NOISE_CHUNK keys per worker process of `pool` (the same draws: ranks are those of all the keys), so a failed or
-    interrupted call waits for one chunk, not for every draw of a large public key set."""
+    NOISE_CHUNK keys, or MIN_PARALLEL per worker process of `pool` (the same draws: ranks are those of all the
+    keys), so a failed or interrupted call waits for one chunk, not for every draw of a large public key set."""
     ranks = aggregate_noise.collision_ranks(hi, lo)
     out: dict[int, np.ndarray] = {}
     for i, m in enumerate(plan.measures):
         if m.tag == THRESHOLD_TAG:
             continue
         parts = [np.zeros(0, dtype=np.int64)]
-        chunk = NOISE_CHUNK * pool.workers
+        chunk = NOISE_CHUNK if pool.workers == 1 else draw_pool.MIN_PARALLEL * pool.workers     # every worker busy
         for start in range(0, hi.size, chunk):
             if stop.is_set():
                 return None

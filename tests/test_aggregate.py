@@ -131,6 +131,24 @@ def test_exact_noise_in_chunks_is_the_same_draws(monkeypatch, chunk, workers):
         assert np.array_equal(values, aggregate_noise.noise(randomness, m.tag, hi, lo, m.sigma))
 
 
+def test_exact_noise_starts_every_worker(monkeypatch):
+    """`_exact_noise` hands the pool chunks of MIN_PARALLEL draws per worker, so a large key set starts all of them
+    (chunks of NOISE_CHUNK·workers started a quarter of them at 16 threads), and draws what one call would."""
+    plan = plan_aggregate(ZCDP(0.5, 1e-6), {"n": "users"}, max_contributions=5, keys="public")
+    randomness = Randomness(3)
+    hi, lo = np.zeros(200, dtype=np.int64), np.arange(200, dtype=np.uint64)
+    monkeypatch.setattr(group_by, "NOISE_CHUNK", 10)
+    monkeypatch.setattr(draw_pool, "MIN_PARALLEL", 25)
+    monkeypatch.setattr(draw_pool, "TASK", 10)
+    with draw_pool.DrawPool(4) as pool:
+        drawn = group_by._exact_noise(randomness, plan, hi, lo, threading.Event(), pool)
+        assert len(pool._all) == 4
+    assert drawn is not None
+    for i, values in drawn.items():
+        m = plan.measures[i]
+        assert np.array_equal(values, aggregate_noise.noise(randomness, m.tag, hi, lo, m.sigma))
+
+
 class _SerialAfterSums:
     """A stand-in for group_by's one-thread pool whose task runs only when its result is asked for, i.e. after the
     sums: the order the noise was drawn in before it moved into a thread."""
