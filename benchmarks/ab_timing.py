@@ -67,8 +67,8 @@ def connect_big(args: argparse.Namespace, read_only: bool = False) -> Any:
 
 
 def cpu_seconds() -> float:
-    """User + system CPU seconds of this process, all its threads (DuckDB's included), at µs resolution
-    (os.times ticks every 10 ms: too coarse for a small release)."""
+    """User + system CPU seconds of this process, all its threads (DuckDB's included), and of its ended children,
+    at µs resolution (os.times ticks every 10 ms: too coarse for a small release)."""
     use, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return use.ru_utime + use.ru_stime + kids.ru_utime + kids.ru_stime     # + aggregate's draw workers, once ended
 

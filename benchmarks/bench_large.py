@@ -30,7 +30,6 @@ all keys' arrays.
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
 import sys
 import tempfile
@@ -45,6 +44,9 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 import duckdp  # noqa: E402
 from duckdp.datasets import synthetic_arrow  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ab_timing import cpu_seconds  # noqa: E402
 
 PAGE = 4096
 
@@ -106,12 +108,6 @@ def build(con, rows: int, chunk: int, seed: int, values: bool = False, key_type:
 
 METRICS = {"users": "users", "rows": "count", "amount": ("sum", "value", 0, 500),
            "avg_amount": ("mean", "value", 0, 500)}
-
-
-def cpu_seconds() -> float:
-    """CPU seconds this process used so far, all its threads (DuckDB's included): user + system."""
-    use, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return use.ru_utime + use.ru_stime + kids.ru_utime + kids.ru_stime     # + aggregate's draw workers, once ended
 
 
 def timed(con, release) -> tuple[float, float, str, Sampler]:

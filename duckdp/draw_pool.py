@@ -44,20 +44,20 @@ class _Worker:
     stdout, where start-up code such as a sitecustomize could print)."""
 
     def __init__(self, path: str):
-        requests, self._send = os.pipe()
-        self._receive, answers = os.pipe()
+        requests, send = os.pipe()
+        receive, answers = os.pipe()
         try:
             self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, path, str(requests), str(answers)],
                                          pass_fds=(requests, answers), stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except BaseException:
-            os.close(self._send)
-            os.close(self._receive)
+            os.close(send)
+            os.close(receive)
             raise
         finally:
             os.close(requests)
             os.close(answers)
-        self.to, self.back = os.fdopen(self._send, "wb"), os.fdopen(self._receive, "rb")
+        self.to, self.back = os.fdopen(send, "wb"), os.fdopen(receive, "rb")
         self.dead = False
 
     def draw(self, key: PRFKey, hi: np.ndarray, lo: np.ndarray, sigma: float) -> np.ndarray:
@@ -117,10 +117,9 @@ class DrawPool:
     def _start(self, count: int) -> bool:
         """At least `count` workers running (one per MIN_PARALLEL draws asked for, up to `workers`: a small key set
         starts few); False (and draws here from then on) where this system cannot start one."""
-        path = json.dumps([os.path.dirname(os.path.dirname(os.path.abspath(__file__))), *sys.path])
         try:
             while len(self._all) < count:
-                worker = _Worker(path)
+                worker = _Worker(json.dumps([os.path.dirname(os.path.dirname(os.path.abspath(__file__))), *sys.path]))
                 self._all.append(worker)
                 self._idle.put(worker)
         except (OSError, ValueError):                  # no such executable, no process left, no pass_fds

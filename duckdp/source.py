@@ -89,10 +89,10 @@ def distinct_keys(table: pa.Table) -> pa.Table:
     `canonical_key`'s form (−0.0 is 0.0, one NaN, also inside nested keys; strings byte by byte), sorted, with
     `table`'s schema. Run in an in-memory DuckDB of its own: the key set is public and small."""
     with duckdb.connect() as con:
-        rel = con.from_arrow(table)
+        con.register("_dp_keys", table)
+        rel = con.table("_dp_keys")
         cols = ", ".join(f"{canonical_key(quote_ident(name), kind)} AS {quote_ident(name)}"
                          for name, kind in zip(rel.columns, rel.types, strict=True))
-        con.register("_dp_keys", table)
         out: pa.Table = con.sql(f"SELECT DISTINCT {cols} FROM _dp_keys ORDER BY ALL").to_arrow_table()
         return out.cast(table.schema)
 
