@@ -2,16 +2,18 @@
 keys="threshold" rule built on them (spec docs/specs/private-group-by.md §2.6, §4.2).
 
 A module of its own because Spark's Python workers import it: the rule runs on the executors, pickled by
-reference to this module, so it imports only numpy, pyarrow and the PRF (no planning code, no scipy).
+reference to this module, so it imports only numpy, pyarrow, the PRF and the samplers (with mpmath for their tail
+probabilities; no planning code, no scipy).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from .discrete import discrete_gaussian_array
+from .discrete import decided_below, discrete_gaussian_array, thresholded_array
 from .draw_pool import DrawPool
 from .rng import Randomness
 
@@ -38,17 +40,26 @@ def collision_ranks(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
 
 
 def noise(randomness: Randomness, tag: int, hi: np.ndarray, lo: np.ndarray, sigma: float,
-          ranks: np.ndarray | None = None, pool: DrawPool | None = None) -> np.ndarray:
+          ranks: np.ndarray | None = None, pool: DrawPool | None = None,
+          floors: np.ndarray | None = None) -> np.ndarray:
     """Exact N_Z(0, σ²) per key from K[b"aggm", tag, rank] keyed by its counter (CKS20 Alg. 3; spec §2.6):
     a function of (K, tag, counter, rank) only, independent of other keys and of row order. `ranks`: the keys'
     collision ranks where the caller has them (a stream of keys: `Threshold`), else `collision_ranks` of these keys.
-    `pool`: worker processes to draw on (the same draws), else drawn here."""
+    `pool`: worker processes to draw on (the same draws), else drawn here. `floors`: only whether each draw reaches
+    its floor, and the draw where it does (`discrete.thresholded_array`, floor − 1 where not): the keys decided by
+    their first bits (`decided_below`, nearly every key far below its floor) are settled here, the rest drawn."""
     ranks = collision_ranks(hi, lo) if ranks is None else ranks
-    draw = discrete_gaussian_array if pool is None else pool.draw
-    out = np.zeros(hi.size, dtype=np.int64)
+    out = np.zeros(hi.size, dtype=np.int64) if floors is None else floors - 1
     for r in np.unique(ranks):
         rows = np.flatnonzero(ranks == r)
-        out[rows] = draw(randomness.key.derive(b"aggm", tag, int(r)), hi[rows], lo[rows], sigma)
+        key = randomness.key.derive(b"aggm", tag, int(r))
+        if floors is None:
+            out[rows] = (discrete_gaussian_array if pool is None else pool.draw)(key, hi[rows], lo[rows], sigma)
+            continue
+        rows = rows[~decided_below(key, hi[rows], lo[rows], sigma, floors[rows])]
+        if rows.size:
+            out[rows] = (thresholded_array(key, hi[rows], lo[rows], sigma, floors[rows]) if pool is None
+                         else pool.draw(key, hi[rows], lo[rows], sigma, floors[rows]))
     return out
 
 
@@ -71,7 +82,8 @@ class Threshold:
         hi, lo = counters(batch)
         c = batch.column("_dp_c").to_numpy(zero_copy_only=False).astype(np.int64)
         ranks = batch.column("_dp_rank").to_numpy(zero_copy_only=False).astype(np.int64)
-        noisy_c = c + noise(self.randomness, self.tag, hi, lo, self.sigma, ranks, pool)      # spec §4.2
+        floors = math.ceil(self.threshold) - c                  # c + Z ≥ T ⇔ Z ≥ ⌈T⌉ − c (Z an integer)
+        noisy_c = c + noise(self.randomness, self.tag, hi, lo, self.sigma, ranks, pool, floors)      # spec §4.2
         keep = pa.array(noisy_c >= self.threshold)
         return batch.append_column(pa.field(NOISY_USERS, pa.int64(), nullable=False),
                                    pa.array(noisy_c, pa.int64())).filter(keep)

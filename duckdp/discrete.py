@@ -39,11 +39,65 @@ import numpy as np
 import numpy.typing as npt
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 
+from .discrete_tail import largest_tail, tail_bits, tail_table
 from .prf import _ECB, BitStream, PRFKey, _u64
 
 
+def _exp_minus_one(read: Callable[[int], int]) -> bool:
+    """Bernoulli(exp(−1)): Bernoulli(1/k) for k = 2, 3, … (CKS20 Alg. 1)."""
+    k = 2
+    while True:
+        bits = (k - 1).bit_length()       # below(k) < 1 ⇔ the accepted try is 0
+        x = read(bits)
+        while x >= k:
+            x = read(bits)
+        if x:
+            return k % 2 == 1
+        k += 1
+
+
+def _bernoulli_exp(read: Callable[[int], int], n: int, d: int) -> bool:
+    """Bernoulli(exp(−n/d)), n/d ≥ 0 in lowest terms (CKS20 Alg. 1, ⌊n/d⌋ factors exp(−1) first)."""
+    while n > d:
+        if not _exp_minus_one(read):
+            return False
+        n -= d                            # gcd(n − d, d) = gcd(n, d) = 1: still lowest terms
+    k = 1
+    gcd = math.gcd
+    while True:                           # Bernoulli((n/d)/k) = [below(D) < N], N/D its lowest terms
+        g = gcd(n, k)
+        big, small = d * k // g, n // g
+        bits = (big - 1).bit_length()
+        if bits:
+            x = read(bits)
+            while x >= big:
+                x = read(bits)
+            if x >= small:
+                return k % 2 == 1
+        elif small == 0:                  # D = 1: below(1) = 0 reads nothing
+            return k % 2 == 1
+        k += 1
+
+
+def _geometric(read: Callable[[int], int], a: int, b: int) -> int:
+    """W ≥ 0 with P[W = w] ∝ exp(−w·b/a) (CKS20 Alg. 2 with t = a, s = b, before its sign): X = U + a·V with
+    U uniform on {0, …, a − 1} kept with probability exp(−U/a) and V counting exp(−1) successes, W = ⌊X/b⌋."""
+    lt = (a - 1).bit_length()                 # bits of one try of below(a)
+    while True:
+        u = read(lt) if lt else 0
+        if u >= a:
+            continue
+        g = math.gcd(u, a)
+        if not _bernoulli_exp(read, u // g, a // g):
+            continue
+        v = 0
+        while _exp_minus_one(read):
+            v += 1
+        return (u + a * v) // b
+
+
 class DiscreteGaussian:
-    """Exact N_Z(0, σ²) draws for one σ > 0 (a double): CKS20 Alg. 3 on integers.
+    """Exact N_Z(0, σ²) draws for one σ > 0 (a double): CKS20 Alg. 3 on integers, and its upper tails.
 
     With σ = P/Q (Fraction(σ), lowest terms) and t = ⌊σ⌋ + 1, the acceptance exponent of a
     discrete Laplace draw y is (|y| − σ²/t)²/(2σ²) = A²/(2P²Q²t²) with A = |y|·Q²·t − P², taken in
@@ -51,7 +105,7 @@ class DiscreteGaussian:
     g = gcd(n, k), because gcd(n, d) = 1 (0/d is 0/1: g = k).
     """
 
-    __slots__ = ("t", "_lt", "_c1", "_c2", "_d0")
+    __slots__ = ("t", "_p2", "_q2", "_c1", "_d0")
 
     def __init__(self, sigma: float):
         if not (sigma > 0 and math.isfinite(sigma)):
@@ -59,66 +113,46 @@ class DiscreteGaussian:
         exact = Fraction(sigma)                  # σ as the exact rational P/Q (a double's, or an int's)
         p, q = exact.numerator, exact.denominator
         self.t = math.floor(sigma) + 1
-        self._lt = (self.t - 1).bit_length()                 # bits of one try of below(t)
-        self._c1, self._c2 = q * q * self.t, p * p
+        self._p2, self._q2 = p * p, q * q
+        self._c1 = q * q * self.t
         self._d0 = 2 * p * p * q * q * self.t * self.t
 
     def draw(self, read: Callable[[int], int]) -> int:
         """One draw; `read(k)` returns k fresh uniform bits as an int (e.g. BitStream.bits)."""
         gcd = math.gcd
-        t, lt, c1, c2, d0 = self.t, self._lt, self._c1, self._c2, self._d0
-
-        def exp_minus_one() -> bool:              # Bernoulli(exp(−1)): Bernoulli(1/k) for k = 2, 3, … (Alg. 1)
-            k = 2
-            while True:
-                bits = (k - 1).bit_length()       # below(k) < 1 ⇔ the accepted try is 0
-                x = read(bits)
-                while x >= k:
-                    x = read(bits)
-                if x:
-                    return k % 2 == 1
-                k += 1
-
-        def bernoulli_exp(n: int, d: int) -> bool:    # Bernoulli(exp(−n/d)), n/d ≥ 0 in lowest terms (Alg. 1)
-            while n > d:
-                if not exp_minus_one():
-                    return False
-                n -= d                            # gcd(n − d, d) = gcd(n, d) = 1: still lowest terms
-            k = 1
-            while True:                           # Bernoulli((n/d)/k) = [below(D) < N], N/D its lowest terms
-                g = gcd(n, k)
-                big, small = d * k // g, n // g
-                bits = (big - 1).bit_length()
-                if bits:
-                    x = read(bits)
-                    while x >= big:
-                        x = read(bits)
-                    if x >= small:
-                        return k % 2 == 1
-                elif small == 0:                  # D = 1: below(1) = 0 reads nothing
-                    return k % 2 == 1
-                k += 1
-
+        t, c1, c2, d0 = self.t, self._c1, self._p2, self._d0
         while True:
             while True:                           # discrete Laplace of scale t (Alg. 2)
-                u = read(lt) if lt else 0
-                if u >= t:
-                    continue
-                g = gcd(u, t)
-                if not bernoulli_exp(u // g, t // g):
-                    continue
-                v = 0
-                while exp_minus_one():
-                    v += 1
-                y = u + t * v
+                y = _geometric(read, t, 1)
                 negative = read(1) == 1
                 if not (negative and y == 0):
                     break
             a = y * c1 - c2                       # accept with probability exp(−A²/(2P²Q²t²)) (Alg. 3)
             n = a * a
             g = gcd(n, d0)
-            if bernoulli_exp(n // g, d0 // g):
+            if _bernoulli_exp(read, n // g, d0 // g):
                 return -y if negative else y
+
+    def draw_at_least(self, read: Callable[[int], int], m: int) -> int:
+        """One draw of Z ~ N_Z(0, σ²) conditioned on Z ≥ m, for an integer m ≥ 1, by rejection (CKS20 Alg. 3's
+        argument on the tail): propose Z = m + W, W geometric with P[W = w] ∝ exp(−w/τ), and accept with
+        probability exp(−(Z − σ²/τ)²/(2σ²)) ≤ 1; the accepted Z has P ∝ exp(−Z/τ)·exp(−(Z − σ²/τ)²/(2σ²)) ∝
+        exp(−Z²/(2σ²)) on Z ≥ m. τ = t where m·t ≤ σ² (the ratio's peak σ²/t ≥ m lies in the tail), else τ = σ²/m
+        (peak at m): each try is accepted with probability ≳ 0.4. With τ = a/b the exponent is
+        (Z·Q²·a − P²·b)²/(2P²Q²a²)."""
+        p2, q2 = self._p2, self._q2
+        if m * q2 * self.t <= p2:
+            a, b = self.t, 1
+        else:
+            g = math.gcd(p2, q2 * m)
+            a, b = p2 // g, q2 * m // g
+        d = 2 * p2 * q2 * a * a
+        while True:
+            z = m + _geometric(read, a, b)
+            n = (z * q2 * a - p2 * b) ** 2
+            g = math.gcd(n, d)
+            if _bernoulli_exp(read, n // g, d // g):
+                return z
 
 
 def discrete_gaussian(bits: BitStream, sigma: float) -> int:
@@ -134,13 +168,17 @@ class KeyedStreams:
     """The bit streams of many keys (see above): block i of key j is AES_{K_i}(counter j), the first `_PREFILL`
     blocks of every key computed at once; `reader(j)` is key j's `read(k)` for `DiscreteGaussian.draw`."""
 
-    __slots__ = ("_key", "_counters", "_first", "_ciphers")
+    __slots__ = ("_key", "_counters", "_first", "_ciphers", "_prefill")
 
-    def __init__(self, key: PRFKey, counters: bytes):
-        self._key, self._counters = key, counters
+    def __init__(self, key: PRFKey, counters: bytes, prefill: int = _PREFILL):
+        self._key, self._counters, self._prefill = key, counters, prefill
         self._ciphers: dict[int, Any] = {}
-        blocks = [np.frombuffer(self._cipher(i).update(counters), np.uint8).reshape(-1, 16) for i in range(_PREFILL)]
+        blocks = [np.frombuffer(self._cipher(i).update(counters), np.uint8).reshape(-1, 16) for i in range(prefill)]
         self._first = np.concatenate(blocks, axis=1).tobytes() if blocks[0].size else b""
+
+    def heads(self) -> np.ndarray:
+        """Every key's first 64 bits (the start of block 0), as uint64."""
+        return np.frombuffer(self._first, dtype=">u8").reshape(-1, 2 * self._prefill)[:, 0].astype(np.uint64)
 
     def _cipher(self, i: int) -> Any:
         """The AES-ECB encryptor of block index i's sub-key K_i (one per call, shared by every key)."""
@@ -151,9 +189,9 @@ class KeyedStreams:
 
     def reader(self, j: int) -> Callable[[int], int]:
         """Key j's bits, most significant first, block after block: `read(k)` gives the next k as an int."""
-        width = 16 * _PREFILL
+        width = 16 * self._prefill
         counter = self._counters[16 * j:16 * j + 16]
-        state = [int.from_bytes(self._first[width * j:width * j + width], "big"), 8 * width, _PREFILL]
+        state = [int.from_bytes(self._first[width * j:width * j + width], "big"), 8 * width, self._prefill]
         cipher = self._cipher
 
         def read(k: int) -> int:
@@ -169,18 +207,109 @@ class KeyedStreams:
         return read
 
 
+def _blocks(counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike) -> bytes:
+    """The 128-bit counters hi_j ‖ lo_j (int64 or uint64 halves), big-endian, one after another."""
+    hi, lo = _u64(counters_hi), _u64(counters_lo)
+    if hi.shape != lo.shape or hi.ndim != 1:
+        raise ValueError("counters_hi and counters_lo must be 1-d arrays of the same length")
+    blocks = np.empty((hi.size, 2), dtype=">u8")
+    blocks[:, 0], blocks[:, 1] = hi, lo
+    return blocks.tobytes()
+
+
 def discrete_gaussian_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike,
                             sigma: float) -> np.ndarray:
     """One exact N_Z(0, σ²) draw per 128-bit counter (int64 or uint64), each from its own stream (see above): draw j
     is `DiscreteGaussian(σ).draw` reading blocks AES_{K[b"blck", 0, i]}(hi_j ‖ lo_j), i = 0, 1, …. The loop runs per
-    key in Python (~9·10⁴ draws per CPU second at σ ≈ 40, benchmarks/bench_discrete.py), for per-key metrics.
+    key in Python (~1–1.5·10⁵ draws per CPU second, benchmarks/bench_discrete.py), for per-key metrics.
     """
-    hi, lo = _u64(counters_hi), _u64(counters_lo)
-    if hi.shape != lo.shape or hi.ndim != 1:
-        raise ValueError("counters_hi and counters_lo must be 1-d arrays of the same length")
+    blocks = _blocks(counters_hi, counters_lo)
     sampler = DiscreteGaussian(sigma)
-    blocks = np.empty((hi.size, 2), dtype=">u8")
-    blocks[:, 0], blocks[:, 1] = hi, lo
-    streams = KeyedStreams(key, blocks.tobytes())
-    draws = (sampler.draw(streams.reader(j)) for j in range(hi.size))
-    return np.fromiter(draws, dtype=np.int64, count=hi.size)
+    streams = KeyedStreams(key, blocks)
+    n = len(blocks) // 16
+    return np.fromiter((sampler.draw(streams.reader(j)) for j in range(n)), dtype=np.int64, count=n)
+
+
+# ---------------------------------------------------------------- thresholded draws (keys="threshold")
+#
+# keys="threshold" needs, per candidate key with count c, only whether c + Z ≥ T and, where it is, Z: with
+# m = T − c, the pair (passed, Z on passed) of `thresholded_array` has exactly the law of (Z ≥ m, Z on Z ≥ m) for
+# one N_Z(0, σ²) draw Z. For m ≥ 1 (c below T: nearly every candidate) it is drawn as B ~ Bernoulli(p_m),
+# p_m = P[Z ≥ m], then Z ~ (N_Z(0, σ²) | Z ≥ m) where B = 1 (`DiscreteGaussian.draw_at_least`): the same joint
+# law, P[B = 1, Z = z] = p_m · P[Z = z]/p_m. B reads the key's stream _STEP bits at a time as the binary digits of
+# a uniform U ∈ [0, 1) and compares them with p_m's (duckdp/discrete_tail.py, rigorous interval arithmetic):
+# B = [U < p_m], decided at the first step whose digits differ — by the first 64 bits for all but 2^-64 of keys, so
+# one AES block per key, compared in numpy, decides almost every candidate without a draw. After _MAX_STEPS equal
+# steps, or where p_m's digits cannot be certified (within 2^-16000 of a dyadic), B = 0: the law differs from the
+# exact one by less than 2^-4000 in total variation per key. For m ≤ 0 (c ≥ T), and m past `largest_tail` (tails too
+# long to sum, large σ), Z is one full draw.
+# Keys stay independent: key j's outcome is a function of its own stream and m_j (hence of (K, counter_j, c_j)).
+
+_STEP = 64           # bits of U compared per step (tests shrink it to reach later steps)
+_MAX_STEPS = 64
+
+
+def _digit_table(sigma: float, m: np.ndarray) -> tuple[np.ndarray, tuple[int | None, ...]]:
+    """Which keys are settled by p_m's digits (1 ≤ m ≤ `largest_tail(σ)`: σ ≳ 8,000 draws every key in full), and
+    the first _STEP digits of p_1, p_2, … up to the largest such m here."""
+    use = (m >= 1) & (m <= largest_tail(sigma, _STEP))
+    return use, (tail_table(sigma, int(m[use].max()), _STEP) if use.any() else ())
+
+
+def decided_below(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike, sigma: float,
+                  floors: npt.ArrayLike) -> np.ndarray:
+    """Which keys' `thresholded_array` outcome is already "below" (B = 0, value floor − 1) from the first _STEP bits
+    of their streams: one AES block per key and a vectorised compare, no draw."""
+    blocks = _blocks(counters_hi, counters_lo)
+    m = np.asarray(floors, dtype=np.int64)
+    use, table = _digit_table(sigma, m)
+    out = np.zeros(m.size, dtype=bool)
+    if not table:
+        return out
+    tail = np.flatnonzero(use)
+    digits = np.array([0 if v is None else v for v in table], dtype=np.uint64)
+    known = np.array([v is not None for v in table])
+    idx = m[tail] - 1
+    heads = KeyedStreams(key, blocks, prefill=1).heads()[tail] >> np.uint64(64 - _STEP)
+    out[tail] = known[idx] & (heads > digits[idx])
+    return out
+
+
+def _passes(read: Callable[[int], int], sigma: float, m: int, first: int | None) -> bool:
+    """B = [U < p_m], U's digits read _STEP bits at a time, p_m's from `first` (its first _STEP) and tail_bits."""
+    u = 0
+    for step in range(1, _MAX_STEPS + 1):
+        u = (u << _STEP) | read(_STEP)
+        digits = first if step == 1 else tail_bits(sigma, m, step * _STEP)
+        if digits is None:
+            return False
+        if u != digits:
+            return u < digits
+    return False
+
+
+def thresholded_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike, sigma: float,
+                      floors: npt.ArrayLike) -> np.ndarray:
+    """Per key j, from its own stream (as `discrete_gaussian_array`): Z_j ~ N_Z(0, σ²) where Z_j ≥ floors_j, and
+    floors_j − 1 where not — in law, d ↦ (d if d ≥ f else f − 1) of a full draw d (not its value: see above)."""
+    blocks = _blocks(counters_hi, counters_lo)
+    m = np.asarray(floors, dtype=np.int64)
+    if m.shape != (len(blocks) // 16,):
+        raise ValueError("floors must have one integer per counter")
+    sampler = DiscreteGaussian(sigma)
+    out = m - 1
+    rest = np.flatnonzero(~decided_below(key, counters_hi, counters_lo, sigma, m))
+    if not rest.size:
+        return out
+    use, table = _digit_table(sigma, m)
+    mine = np.frombuffer(blocks, dtype=np.uint8).reshape(-1, 16)[rest].tobytes()
+    streams = KeyedStreams(key, mine)
+    for i, j in enumerate(rest.tolist()):
+        read, mj = streams.reader(i), int(m[j])
+        if not use[j]:
+            z = sampler.draw(read)
+            if z >= mj:
+                out[j] = z
+        elif _passes(read, sigma, mj, table[mj - 1]):
+            out[j] = sampler.draw_at_least(read, mj)
+    return out

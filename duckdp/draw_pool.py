@@ -27,12 +27,13 @@ from typing import IO
 import numpy as np
 import numpy.typing as npt
 
-from .discrete import DiscreteGaussian, discrete_gaussian_array
+from .discrete import DiscreteGaussian, discrete_gaussian_array, thresholded_array
 from .prf import PRFKey, _u64
 
 MIN_PARALLEL = 16384      # fewer draws than this (~0.1–0.2 s on one core) are drawn here, without workers
 TASK = 8192               # draws per request to a worker: small enough to balance, large next to a pipe's cost
-_REQUEST = struct.Struct("<16sdq")    # the key, σ, the number of counters n; then hi and lo (n uint64 each)
+_REQUEST = struct.Struct("<16sdq?")   # the key, σ, the number of counters n, floors?; then hi, lo (n uint64 each),
+                                      # and the floors (n int64) where asked
 _ANSWER = struct.Struct("<8sq")       # a tag and n; then the n draws (int64)
 _TAG = b"dpdraws1"
 _WORKER = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); from duckdp.draw_pool import serve; "
@@ -60,8 +61,9 @@ class _Worker:
         self.to, self.back = os.fdopen(send, "wb"), os.fdopen(receive, "rb")
         self.dead = False
 
-    def draw(self, key: PRFKey, hi: np.ndarray, lo: np.ndarray, sigma: float) -> np.ndarray:
-        self.to.write(_REQUEST.pack(key.key, sigma, hi.size) + hi.tobytes() + lo.tobytes())
+    def draw(self, key: PRFKey, hi: np.ndarray, lo: np.ndarray, sigma: float, floors: np.ndarray | None) -> np.ndarray:
+        self.to.write(_REQUEST.pack(key.key, sigma, hi.size, floors is not None) + hi.tobytes() + lo.tobytes()
+                      + (b"" if floors is None else floors.tobytes()))
         self.to.flush()
         tag, n = _ANSWER.unpack(_read(self.back, _ANSWER.size))
         if tag != _TAG or n != hi.size:
@@ -83,9 +85,9 @@ class _Worker:
 
 
 class DrawPool:
-    """`discrete_gaussian_array`'s draws, split over up to `workers` worker processes (started as calls of at least
-    MIN_PARALLEL draws need them, closed with the pool); `workers` ≤ 1, or a process that cannot start one
-    (`_can_start`), draws here. The result never depends on `workers`."""
+    """`discrete_gaussian_array`'s (or `thresholded_array`'s) draws, split over up to `workers` worker processes
+    (started as calls of at least MIN_PARALLEL draws need them, closed with the pool); `workers` ≤ 1, or a process
+    that cannot start one (`_can_start`), draws here. The result never depends on `workers`."""
 
     def __init__(self, workers: int):
         self.workers = max(1, int(workers)) if _can_start() else 1
@@ -98,18 +100,22 @@ class DrawPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def draw(self, key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike, sigma: float) -> np.ndarray:
-        """`discrete_gaussian_array(key, counters_hi, counters_lo, sigma)`, the same array, drawn by the workers."""
+    def draw(self, key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike, sigma: float,
+             floors: npt.ArrayLike | None = None) -> np.ndarray:
+        """`discrete_gaussian_array(key, counters_hi, counters_lo, sigma)`, or with `floors` `thresholded_array(…,
+        floors)`, the same array, drawn by the workers."""
         hi, lo = _u64(counters_hi), _u64(counters_lo)
-        if self.workers <= 1 or hi.size < MIN_PARALLEL or hi.shape != lo.shape or hi.ndim != 1:
-            return discrete_gaussian_array(key, hi, lo, sigma)
+        m = None if floors is None else np.ascontiguousarray(floors, dtype=np.int64)
+        if (self.workers <= 1 or hi.size < MIN_PARALLEL or hi.shape != lo.shape or hi.ndim != 1
+                or (m is not None and m.shape != hi.shape)):
+            return _here(key, hi, lo, sigma, m)
         DiscreteGaussian(sigma)                        # a bad σ fails here, as it does without workers
         if not self._start(min(self.workers, -(-hi.size // MIN_PARALLEL))):
-            return discrete_gaussian_array(key, hi, lo, sigma)
+            return _here(key, hi, lo, sigma, m)
         threads = ThreadPoolExecutor(len(self._all))
         try:
-            tasks = [threads.submit(self._task, key, hi[s:s + TASK], lo[s:s + TASK], sigma)
-                     for s in range(0, hi.size, TASK)]
+            tasks = [threads.submit(self._task, key, hi[s:s + TASK], lo[s:s + TASK], sigma,
+                                    None if m is None else m[s:s + TASK]) for s in range(0, hi.size, TASK)]
             return np.concatenate([task.result() for task in tasks])
         finally:                                       # e.g. Ctrl-C: the requests not yet sent are dropped
             threads.shutdown(wait=True, cancel_futures=True)
@@ -128,16 +134,16 @@ class DrawPool:
             return False
         return True
 
-    def _task(self, key: PRFKey, hi: np.ndarray, lo: np.ndarray, sigma: float) -> np.ndarray:
+    def _task(self, key: PRFKey, hi: np.ndarray, lo: np.ndarray, sigma: float, m: np.ndarray | None) -> np.ndarray:
         """One slice on an idle worker; a worker that fails is closed, and its slices drawn here from then on."""
         worker = self._idle.get()
         try:
             if not worker.dead:
                 try:
-                    return worker.draw(key, hi, lo, sigma)
+                    return worker.draw(key, hi, lo, sigma, m)
                 except (OSError, ValueError, EOFError):
                     worker.close()
-            return discrete_gaussian_array(key, hi, lo, sigma)
+            return _here(key, hi, lo, sigma, m)
         finally:
             self._idle.put(worker)
 
@@ -157,6 +163,12 @@ def _can_start() -> bool:
     return os.name == "posix" and not getattr(sys, "frozen", False) and name.startswith("python")
 
 
+def _here(key: PRFKey, hi: np.ndarray, lo: np.ndarray, sigma: float, floors: np.ndarray | None) -> np.ndarray:
+    """The draws of one request, in this process."""
+    return (discrete_gaussian_array(key, hi, lo, sigma) if floors is None
+            else thresholded_array(key, hi, lo, sigma, floors))
+
+
 def _read(stream: IO[bytes], n: int) -> bytes:
     """Exactly n bytes from `stream`; EOFError if it ends first (a worker that died)."""
     chunks, left = [], n
@@ -170,16 +182,17 @@ def _read(stream: IO[bytes], n: int) -> bytes:
 
 
 def serve(requests: int, answers: int) -> None:
-    """A worker's loop: each request read from file descriptor `requests` (key, σ, counters) answered on `answers`
-    with its draws, until EOF. Ctrl-C goes to the caller, which closes the workers."""
+    """A worker's loop: each request read from file descriptor `requests` (key, σ, counters[, floors]) answered on
+    `answers` with its draws, until EOF. Ctrl-C goes to the caller, which closes the workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with os.fdopen(requests, "rb") as inp, os.fdopen(answers, "wb") as out:
         while True:
             try:
-                key, sigma, n = _REQUEST.unpack(_read(inp, _REQUEST.size))
+                key, sigma, n, thresholded = _REQUEST.unpack(_read(inp, _REQUEST.size))
                 counters = np.frombuffer(_read(inp, 16 * n), dtype=np.uint64)
+                floors = np.frombuffer(_read(inp, 8 * n), dtype=np.int64) if thresholded else None
             except EOFError:
                 return
-            draws = discrete_gaussian_array(PRFKey(key), counters[:n], counters[n:], sigma)
+            draws = _here(PRFKey(key), counters[:n], counters[n:], sigma, floors)
             out.write(_ANSWER.pack(_TAG, n) + draws.tobytes())
             out.flush()

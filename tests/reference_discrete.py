@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import cache
 
 import numpy as np
 
@@ -105,3 +106,72 @@ def discrete_gaussian_array(key: PRFKey, counters_hi: np.ndarray, counters_lo: n
     hi, lo = _u64(counters_hi), _u64(counters_lo)
     return np.array([discrete_gaussian(ReferenceKeyStream(key, int(h).to_bytes(8, "big") + int(low).to_bytes(8, "big")),
                                        sigma) for h, low in zip(hi, lo, strict=True)], dtype=np.int64)
+
+
+# ---------------------------------------------------------------- thresholded draws, written plainly
+
+def tail_probability(sigma: float, m: int, bits: int = 600):
+    """P[Z ≥ m] for Z ~ N_Z(0, σ²) at `bits` bits of precision (mpmath): the normaliser from Jacobi's θ₃, the tail by
+    summing far past where its terms matter (a different method from duckdp/discrete_tail.py's)."""
+    import mpmath
+    with mpmath.workprec(bits):
+        var = mpmath.mpf(Fraction(sigma).numerator) ** 2 / mpmath.mpf(Fraction(sigma).denominator) ** 2
+        q = mpmath.exp(-1 / (2 * var))
+        total = mpmath.jtheta(3, 0, q)
+        stop = m + int(math.sqrt(2 * float(var) * bits * math.log(2))) + 10
+        tail = mpmath.fsum(mpmath.exp(-mpmath.mpf(z) ** 2 / (2 * var)) for z in range(m, stop + 1))
+        return tail / total
+
+
+@cache
+def tail_digits(sigma: float, m: int, bits: int) -> int:
+    """⌊P[Z ≥ m]·2^bits⌋, checked to lie well inside its step."""
+    import mpmath
+    with mpmath.workprec(bits + 300):
+        scaled = tail_probability(sigma, m, bits + 300) * mpmath.mpf(2) ** bits
+        floor = int(mpmath.floor(scaled))
+        assert mpmath.mpf(2) ** -200 < scaled - floor < 1 - mpmath.mpf(2) ** -200
+        return floor
+
+
+def at_least(bits: ReferenceBitStream, sigma: float, m: int) -> int:
+    """Z ~ N_Z(0, σ²) given Z ≥ m ≥ 1: Z = m + W, W with P ∝ exp(−W/τ) (CKS20 Alg. 2, scale τ = a/b), kept with
+    probability exp(−(Z − σ²/τ)²/(2σ²)); τ = ⌊σ⌋ + 1 where m·τ ≤ σ², else σ²/m."""
+    var = Fraction(sigma) ** 2
+    t = math.floor(sigma) + 1
+    tau = Fraction(t) if m * t <= var else var / m
+    a, b = tau.numerator, tau.denominator
+    while True:
+        while True:
+            u = bits.below(a)
+            if not bernoulli_exp(bits, Fraction(u, a)):
+                continue
+            v = 0
+            while bernoulli_exp(bits, Fraction(1)):
+                v += 1
+            break
+        z = m + (u + a * v) // b
+        if bernoulli_exp(bits, (z - var / tau) ** 2 / (2 * var)):
+            return z
+
+
+def thresholded_array(key: PRFKey, counters_hi: np.ndarray, counters_lo: np.ndarray, sigma: float,
+                      floors: np.ndarray, step: int = 64) -> np.ndarray:
+    """Per key: m ≤ 0 → a full draw z (z, or m − 1 where z < m); m ≥ 1 → B = [U < P[Z ≥ m]] comparing `step` bits of
+    U at a time with P's digits, then Z | Z ≥ m where B (else m − 1)."""
+    out = []
+    for h, low, m in zip(_u64(counters_hi), _u64(counters_lo), np.asarray(floors).tolist(), strict=True):
+        bits = ReferenceKeyStream(key, int(h).to_bytes(8, "big") + int(low).to_bytes(8, "big"))
+        if m <= 0:
+            z = discrete_gaussian(bits, sigma)
+            out.append(z if z >= m else m - 1)
+            continue
+        u, level = 0, 0
+        while True:
+            level += 1
+            u = (u << step) | bits.bits(step)
+            digits = tail_digits(sigma, m, level * step)
+            if u != digits:
+                break
+        out.append(at_least(bits, sigma, m) if u < digits else m - 1)
+    return np.array(out, dtype=np.int64)

@@ -245,7 +245,8 @@ def test_threshold_mode_measures_read_the_pairs_the_threshold_counted(con):
     its own measure) equal the threshold's users on every key — one truncation. Truncating again for the
     measures (the old stage 2 with a fresh salt) keeps other pairs, and the counts differ."""
     zero = mock.patch("duckdp.aggregate_noise.noise",
-                      lambda r, tag, hi, lo, sigma, ranks=None, pool=None: np.zeros(hi.size, dtype=np.int64))
+                      lambda r, tag, hi, lo, sigma, ranks=None, pool=None, floors=None:
+                      np.zeros(hi.size, dtype=np.int64) if floors is None else np.where(floors <= 0, 0, floors - 1))
     with zero:
         agg = run(con, ratings(n_users=3000, seed=2), keys="threshold", metrics={"u": "users", "n": "count"},
                   max_rows_per_key=2, max_contributions=2)

@@ -333,7 +333,8 @@ def test_with_zero_noise_the_linked_release_is_the_true_bounded_statistic(con, m
     vals[rng.random(n) < 0.2] = np.nan
     t = pa.table({"user_id": users, "item": items, "v": pa.array(vals, from_pandas=True)})
     zero = mock.patch("duckdp.aggregate_noise.noise",
-                      lambda r, tag, hi, lo, sigma, ranks=None, pool=None: np.zeros(hi.size, dtype=np.int64))
+                      lambda r, tag, hi, lo, sigma, ranks=None, pool=None, floors=None:
+                      np.zeros(hi.size, dtype=np.int64) if floors is None else np.where(floors <= 0, 0, floors - 1))
     args = {"by": "item", "keys": kw.pop("keys", list(range(12))), "rho": 1.0, "delta": 1e-6,
             "max_contributions": 50, "seed": 3}
     with zero:

@@ -8,7 +8,7 @@ import pytest
 
 import duckdp
 from duckdp import draw_pool
-from duckdp.discrete import discrete_gaussian_array
+from duckdp.discrete import discrete_gaussian_array, thresholded_array
 from duckdp.draw_pool import DrawPool
 from duckdp.prf import PRFKey
 
@@ -36,6 +36,26 @@ def test_pool_draws_the_same_array(monkeypatch, workers):
         assert len(pool._all) == (workers if workers > 1 else 0)      # 101 keys: one worker per 10 asked for
         procs = [w.proc for w in pool._all]
     assert all(p.poll() is not None for p in procs)          # closed with the pool
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pool_draws_the_same_thresholded_array(monkeypatch, workers):
+    """keys="threshold"'s requests (floors travel with the counters): equal to thresholded_array here, then a plain
+    request on the same workers; with 2 workers the in-process versions are broken meanwhile."""
+    monkeypatch.setattr(draw_pool, "MIN_PARALLEL", 10)
+    monkeypatch.setattr(draw_pool, "TASK", 7)
+    key = PRFKey.from_seed(8)
+    hi, lo = _counters(90, seed=3)
+    floors = np.random.default_rng(5).integers(-10, 40, hi.size)
+    expected = thresholded_array(key, hi, lo, 9.13, floors)
+    plain = discrete_gaussian_array(key, hi, lo, 9.13)
+    if workers > 1:
+        monkeypatch.setattr(draw_pool, "thresholded_array", None)
+        monkeypatch.setattr(draw_pool, "discrete_gaussian_array", None)
+    with DrawPool(workers) as pool:
+        assert np.array_equal(pool.draw(key, hi, lo, 9.13, floors), expected)
+        assert np.array_equal(pool.draw(key, hi, lo, 9.13), plain)
+        assert len(pool._all) == (workers if workers > 1 else 0)
 
 
 def test_workers_start_as_the_draws_need_them(monkeypatch):

@@ -283,9 +283,9 @@ def test_aggregate_counters_unseeded_are_positions(con, monkeypatch, keys):
     seen: list[tuple[np.ndarray, np.ndarray]] = []
     noise = aggregate_noise.noise
 
-    def spy(randomness, tag, hi, lo, sigma, ranks=None, pool=None):
+    def spy(randomness, tag, hi, lo, sigma, ranks=None, pool=None, floors=None):
         seen.append((hi.copy(), lo.copy()))
-        return noise(randomness, tag, hi, lo, sigma, ranks, pool)
+        return noise(randomness, tag, hi, lo, sigma, ranks, pool, floors)
 
     monkeypatch.setattr(aggregate_noise, "noise", spy)
     metrics = {"n": "users", "rows": "count"}
