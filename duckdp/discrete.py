@@ -251,9 +251,13 @@ _MAX_STEPS = 64
 
 def _digit_table(sigma: float, m: np.ndarray) -> tuple[np.ndarray, tuple[int | None, ...]]:
     """Which keys are settled by p_m's digits (1 ≤ m ≤ `largest_tail(σ)`: σ ≳ 8,000 draws every key in full), and
-    the first _STEP digits of p_1, p_2, … up to the largest such m here."""
-    use = (m >= 1) & (m <= largest_tail(sigma, _STEP))
-    return use, (tail_table(sigma, int(m[use].max()), _STEP) if use.any() else ())
+    the first _STEP digits of p_1, p_2, … at least up to the largest such m here (a table for the next power of two,
+    so the batches of one call, whose largest m differ, share a few tables)."""
+    last = largest_tail(sigma, _STEP)
+    use = (m >= 1) & (m <= last)
+    if not use.any():
+        return use, ()
+    return use, tail_table(sigma, min(last, 1 << (int(m[use].max()) - 1).bit_length()), _STEP)
 
 
 def decided_below(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike, sigma: float,

@@ -7,6 +7,7 @@ import pytest
 import reference_discrete as ref
 from scipy.stats import chisquare
 
+import duckdp
 from duckdp import discrete
 from duckdp.discrete import DiscreteGaussian, decided_below, discrete_gaussian_array, thresholded_array
 from duckdp.discrete_tail import tail_bits, tail_table
@@ -166,3 +167,41 @@ def test_undecided_tails_are_below(monkeypatch):
         assert (got[floors >= 1] == floors[floors >= 1] - 1).all() and (got[floors <= 0] >= floors[floors <= 0]).any()
     finally:
         tail_table.cache_clear()
+
+
+def _release_z_scores(con, c_values, per_c: int, seed: int) -> tuple[dict, np.ndarray, float, int]:
+    """keys="threshold" on keys held by exactly c users each (one key per user: no truncation), `per_c` keys per c:
+    the z-score of each c's released fraction against P[Z ≥ T − c], the noise on c = T − 1's released counts, σ, T."""
+    con.execute("CREATE OR REPLACE TABLE t AS SELECT concat('u', c, '_', k, '_', i) AS u, concat('k', c, '_', k) AS k "
+                "FROM (SELECT unnest(?::BIGINT[]) AS c), range(?) r(k), range(c) s(i)", [list(c_values), per_c])
+    agg = duckdp.aggregate(con, "t", by="k", user_col="u", metrics={"n": "users"}, keys="threshold",
+                           rho=0.1, delta=1e-6, max_contributions=1, seed=seed)
+    sigma, threshold = agg.plan.threshold.sigma, agg.plan.threshold.threshold
+    table = agg.to_arrow()
+    released = table.column("k").to_pylist()
+    noisy = np.array([n for k, n in zip(released, table.column("n").to_pylist(), strict=True)
+                      if k.startswith(f"k{threshold - 1}_")])
+    scores = {}
+    for c in c_values:
+        p = float(ref.tail_probability(sigma, threshold - c, 80))
+        got = sum(k.startswith(f"k{c}_") for k in released)
+        scores[c] = (got - per_c * p) / math.sqrt(per_c * p * (1 - p))
+    return scores, noisy - (threshold - 1), sigma, threshold
+
+
+def test_release_rates_end_to_end(con, monkeypatch):
+    """Through duckdp.aggregate: keys with c users (T − 5 … T + 1; σ ≈ 2.24, T = 13 at this budget) are released
+    at the rate P[c + Z ≥ T] (within 4.5 sd, fixed seed), and c = T − 1's released counts have Z | Z ≥ 1's mean.
+    Power: a rule handed T − 1 is caught."""
+    import duckdp.group_by as group_by
+    c_values = (8, 9, 10, 11, 12, 13, 14)
+    scores, noise, sigma, threshold = _release_z_scores(con, c_values, 1500, seed=31)
+    assert threshold == 13 and all(abs(z) < 4.5 for z in scores.values()), (sigma, threshold, scores)
+    z = np.arange(1, 60)
+    w = np.exp(-z.astype(float) ** 2 / (2 * sigma * sigma)) / np.exp(-z.astype(float) ** 2 / (2 * sigma * sigma)).sum()
+    mean, sd = (z * w).sum(), math.sqrt((z * z * w).sum() - (z * w).sum() ** 2)
+    assert abs(noise.mean() - mean) < 4.5 * sd / math.sqrt(noise.size)
+    real = group_by.Threshold
+    monkeypatch.setattr(group_by, "Threshold", lambda s, t, r, tag: real(s, t - 1, r, tag))
+    broken, _, _, _ = _release_z_scores(con, c_values, 1500, seed=31)
+    assert max(abs(z) for z in broken.values()) > 10
