@@ -56,8 +56,8 @@ def bernoulli_exp(bits: ReferenceBitStream, gamma: Fraction) -> bool:
     return k % 2 == 1
 
 
-def discrete_laplace(bits: ReferenceBitStream, t: int) -> int:
-    """CKS20 Alg. 2 with s = 1."""
+def geometric(bits: ReferenceBitStream, t: int, s: int) -> int:
+    """CKS20 Alg. 2 before its sign: ⌊X/s⌋ for X = U + t·V, P[X = x] ∝ exp(−x/t)."""
     while True:
         u = bits.below(t)
         if not bernoulli_exp(bits, Fraction(u, t)):
@@ -65,7 +65,13 @@ def discrete_laplace(bits: ReferenceBitStream, t: int) -> int:
         v = 0
         while bernoulli_exp(bits, Fraction(1)):
             v += 1
-        y = u + t * v
+        return (u + t * v) // s
+
+
+def discrete_laplace(bits: ReferenceBitStream, t: int) -> int:
+    """CKS20 Alg. 2 with s = 1."""
+    while True:
+        y = geometric(bits, t, 1)
         negative = bits.bits(1) == 1
         if negative and y == 0:
             continue
@@ -140,17 +146,8 @@ def at_least(bits: ReferenceBitStream, sigma: float, m: int) -> int:
     var = Fraction(sigma) ** 2
     t = math.floor(sigma) + 1
     tau = Fraction(t) if m * t <= var else var / m
-    a, b = tau.numerator, tau.denominator
     while True:
-        while True:
-            u = bits.below(a)
-            if not bernoulli_exp(bits, Fraction(u, a)):
-                continue
-            v = 0
-            while bernoulli_exp(bits, Fraction(1)):
-                v += 1
-            break
-        z = m + (u + a * v) // b
+        z = m + geometric(bits, tau.numerator, tau.denominator)
         if bernoulli_exp(bits, (z - var / tau) ** 2 / (2 * var)):
             return z
 
