@@ -224,7 +224,7 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     with ExitStack() as stack:
         stages = stack.enter_context(kind.open_run(con, table, user_col, by, randomness, plan=[plan], on_plan=on_plan,
                                                    check_source=lambda s: _check_source(s, con, plan, own),
-                                                   truncation=truncation))
+                                                   truncation=truncation, key_param="by"))
         pool = stack.enter_context(draw_pool.DrawPool(own.draw_workers(stages)))    # the exact draws' processes
         source = stages.source
         if auto:                                         # Δ0 first, on its own part of ρ; then re-plan with it

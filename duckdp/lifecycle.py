@@ -23,19 +23,20 @@ def open_run(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_
              randomness: Randomness | None = None, *,
              plan: list | None = None, on_plan: Callable | None = None,
              check_source: Callable[[Source], None] | None = None,
-             truncation: str = "per_user") -> Iterator[DuckDBStages]:
+             truncation: str = "per_user", key_param: str = "item_col") -> Iterator[DuckDBStages]:
     """The stages of one run over `table` on `con`, closed (TEMP tables, views) however it ends.
 
     `check_source(source)` runs first on the resolved input; `on_plan(plan, input)` (Session's
     charge; `plan` the RoundPlans, or budgets) runs before any data is read; then NULL users/keys are
-    refused. `truncation` is the order of the run's Δ0 truncations (stages/duckdb.py `truncate`). A cancelled
+    refused. `truncation` is the order of the run's Δ0 truncations (stages/duckdb.py `truncate`); `key_param` the
+    caller's name for `item_col` in errors (aggregate's `by`). A cancelled
     query surfaces as KeyboardInterrupt (run.raise_if_interrupted).
     """
     if not isinstance(con, duckdb.DuckDBPyConnection):
         raise InvalidParameter(f"con must be a duckdb connection, got {type(con).__name__}")
     _refuse_default_collation(con)
     run_id = secrets.token_hex(6)
-    source = resolve(con, table, user_col, item_col, run_id)   # unregisters its view on failure
+    source = resolve(con, table, user_col, item_col, run_id, key_param)   # unregisters its view on failure
     ctx = RunContext(con, source, randomness or Randomness(None), run_id)
     try:
         if check_source is not None:

@@ -160,20 +160,23 @@ def _match_column(columns: list[str], wanted: object, role: str, where: str) -> 
     raise SchemaError(f"{role} {wanted!r} is not a column of {where}; columns are: {', '.join(columns)}")
 
 
-def match_columns(columns: list[str], user_col: str, item_col: ItemCol, where: str) -> tuple[str, list[str]]:
+def match_columns(columns: list[str], user_col: str, item_col: ItemCol, where: str,
+                  key_param: str = "item_col") -> tuple[str, list[str]]:
     """The input's user column and key columns named by `user_col` / `item_col` (one name or a list),
-    distinct from each other; a SchemaError naming the input otherwise (shared with Spark)."""
+    distinct from each other; a SchemaError naming the input otherwise (shared with Spark). `key_param`: the
+    caller's name for the key columns' parameter, as errors call it (aggregate's `by`)."""
     user = _match_column(columns, user_col, "user_col", where)
     wanted = [item_col] if isinstance(item_col, str) else list(item_col or [])
     if not wanted:
-        raise SchemaError("item_col must name at least one column")
-    keys = [_match_column(columns, c, "item_col", where) for c in wanted]
+        raise SchemaError(f"{key_param} must name at least one column")
+    keys = [_match_column(columns, c, key_param, where) for c in wanted]
     if user in keys or len(set(keys)) != len(keys):
-        raise SchemaError("user_col and item_col must be distinct columns")
+        raise SchemaError(f"user_col and {key_param} must be distinct columns")
     return user, keys
 
 
-def resolve(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_col: ItemCol, run_id: str) -> Source:
+def resolve(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_col: ItemCol, run_id: str,
+            key_param: str = "item_col") -> Source:
     """Resolve `table` and its columns on `con`; register relations/dataframes as temp views."""
     registered, estimated_rows = None, None
     if isinstance(table, str):
@@ -197,7 +200,7 @@ def resolve(con: duckdb.DuckDBPyConnection, table: object, user_col: str, item_c
         except duckdb.Error as exc:
             raise SchemaError(_unreadable(con, table, description, exc)) from None
         columns, types = list(head.columns), [str(t) for t in head.types]
-        user, keys = match_columns(columns, user_col, item_col, description)
+        user, keys = match_columns(columns, user_col, item_col, description, key_param)
     except Exception:
         if registered:
             con.unregister(registered)

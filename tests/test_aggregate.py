@@ -313,6 +313,16 @@ def test_threshold_mode_one_truncation_meets_the_sensitivities_on_a_neighbour_pa
             assert max(d[i] for d in diff.values()) == bound[i]
 
 
+@pytest.mark.parametrize(("kw", "match"), [(dict(by="itm"), "by 'itm' is not a column"),
+                                           (dict(by=[]), "by must name at least one column"),
+                                           (dict(by="user_id"), "user_col and by must be distinct"),
+                                           (dict(user_col="uid"), "user_col 'uid' is not a column")])
+def test_bad_columns_are_named_by_aggregates_own_parameters(con, kw, match):
+    """aggregate names its key columns `by`: its errors say so (select's say item_col)."""
+    with pytest.raises(SchemaError, match=match):
+        run(con, ratings(), **kw)
+
+
 @pytest.mark.parametrize("algo", ["dpsips", "adaptive_sips", "weighted_gaussian", "mad2r"])
 def test_pre_threshold_refused_for_weighted_selections(con, algo):
     with pytest.raises(InvalidParameter, match="no privacy proof"):

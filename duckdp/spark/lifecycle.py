@@ -75,10 +75,10 @@ def open_run(spark: SparkSession, table: DataFrame | str, user_col: str, item_co
              randomness: Randomness | None = None, *,
              plan: list | None = None, on_plan: Callable | None = None,
              check_source: Callable[[SparkSource], None] | None = None,
-             truncation: str = "per_user") -> Iterator[SparkStages]:
+             truncation: str = "per_user", key_param: str = "item_col") -> Iterator[SparkStages]:
     """The stages of one Spark run over `table` (a DataFrame or table name); as duckdp.lifecycle.open_run."""
     use_driver_python(spark)
-    source = resolve(spark, table, user_col, item_col)
+    source = resolve(spark, table, user_col, item_col, key_param)
     stages = SparkStages(spark, source, randomness or Randomness(None), truncation)
     try:
         if check_source is not None:

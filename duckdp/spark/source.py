@@ -43,7 +43,8 @@ def spark_ref(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def resolve(spark: SparkSession, table: DataFrame | str, user_col: str, item_col: ItemCol) -> SparkSource:
+def resolve(spark: SparkSession, table: DataFrame | str, user_col: str, item_col: ItemCol,
+            key_param: str = "item_col") -> SparkSource:
     """Resolve `table` (a Spark DataFrame or a table/view name in `spark`'s catalog)."""
     from pyspark.sql import DataFrame
 
@@ -56,7 +57,7 @@ def resolve(spark: SparkSession, table: DataFrame | str, user_col: str, item_col
     else:
         raise SchemaError(f"with a SparkSession, table must be a Spark DataFrame or a table name, "
                           f"got {type(table).__name__}")
-    user, keys = match_columns(list(df.columns), user_col, item_col, description)
+    user, keys = match_columns(list(df.columns), user_col, item_col, description, key_param)
     return SparkSource(_binary_strings(df, keys), user, keys, description)
 
 
