@@ -217,11 +217,13 @@ def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchRead
     """keys="threshold" (spec §4.2): every row bound once (stages 2–4 over all keys: `bound_keys` of every row,
     one Δ0 truncation), then per key with c = distinct users − (pre_threshold − 1) ≥ 1: its counter, `_dp_c` (stage
     7's input), the plan's budgeted measures `_dp_m<i>` of the same kept pairs [agg_user_counts.sql] and the
-    counter's collision rank `_dp_rank` among these keys — streamed in key order, `BATCH_ROWS` keys at a time, so
-    the driver holds one batch of candidates (not all of them) while the caller keeps the keys that pass the
-    threshold: their measures are stage 5's. Ranks are computed in SQL only for digest counters, the ones two
-    keys can share (the candidates are stored once to rank them [sql/noise_scan_ranked.sql]); positional counters run on
-    across batches, as `_positions` numbers a whole table."""
+    counter's collision rank `_dp_rank` among these keys — streamed in the engine's order (no sort of every
+    candidate), `BATCH_ROWS` keys at a time, so the driver holds one batch of candidates (not all of them) while the
+    caller keeps the keys that pass the threshold: their measures are stage 5's. Ranks are computed in SQL only for
+    digest counters, the ones two keys can share (the candidates are stored once to rank them, by key value
+    [sql/noise_scan_ranked.sql]); positional counters (unseeded calls only) run on across batches: injective over
+    the candidates, and each key's noise PRF_K(position) for a fresh secret K, so which key gets which position
+    changes nothing of the noise's law."""
     ctx = engine.ctx
     kept = bound_keys(engine, plan, restrict(engine, plan, None))
     hi, lo, positional = _counter_idents(ctx)
@@ -234,18 +236,21 @@ def user_counts(engine: DuckDBStages, plan: AggregatePlan) -> pa.RecordBatchRead
     if ranked:
         table = engine.table_name(engine.store(counts, "candidates"))
         return _candidates(ctx.reader("noise_scan_ranked", {"table": table, "keys": ctx.key_aliases, "columns": "t.*",
-                                                            "order": f" ORDER BY {ctx.key_aliases}"}, {}, BATCH_ROWS),
+                                                            "order": ""}, {}, BATCH_ROWS),
                            ranked, positional)
     return _candidates(ctx.con.sql(counts.sql, params=counts.params).to_arrow_reader(BATCH_ROWS), ranked, positional)
 
 
 def thresholded(engine: DuckDBStages, plan: AggregatePlan, rule: ThresholdRule, pool: DrawPool) -> pa.Table:
     """keys="threshold" (spec §4.2): the candidates of `user_counts` that `rule` keeps, with its `NOISY_USERS`
-    column, in key order: the stream is read one batch at a time, the rule run on each (its draws on `pool`), and
-    only the kept keys held (./spark.py runs the same rule on Spark's executors)."""
+    column, sorted by key: the stream is read one batch at a time, the rule run on each (its draws on `pool`), only
+    the kept keys held, and those sorted by DuckDB's ORDER BY of the key columns (./spark.py runs the same rule on
+    Spark's executors and sorts its kept keys too)."""
     reader = user_counts(engine, plan)
     schema = reader.schema.append(pa.field(NOISY_USERS, pa.int64(), nullable=False))
-    return pa.Table.from_batches([rule(batch, pool) for batch in reader], schema=schema)
+    kept = pa.Table.from_batches([rule(batch, pool) for batch in reader], schema=schema)
+    return engine.ctx.arrow("agg_sorted", {"table": engine.ctx.register("kept", kept), "keys": engine.ctx.key_aliases},
+                            {})
 
 
 def draw_workers(engine: DuckDBStages) -> int:
