@@ -1,8 +1,9 @@
 """Exact discrete Gaussian draws on worker processes, for the per-key noise of a large private GROUP BY.
 
 The sampler (duckdp/discrete.py) is exact integer arithmetic in Python, ~10⁵ draws per second on one core and
-holding the GIL, so keys="threshold" over millions of candidate keys, or a large public key set, spent most of
-its time drawing on one core while DuckDB's threads waited. A draw is a function of (K, counter, σ) only, so any
+holding the GIL, so a large public key set (and, before thresholded draws settled most candidates without a
+draw, keys="threshold" over millions of candidate keys) spent most of its time drawing on one core while DuckDB's
+threads waited. A draw is a function of (K, counter, σ[, floor]) only, so any
 split of the keys over processes gives the same draws: `DrawPool.draw` sends contiguous slices of the counters to
 `workers` processes (one thread each feeds its process over a pipe and waits outside the GIL) and joins the
 results in order. A process that fails is dropped and its slice drawn here: the same values, never a lost draw.
