@@ -220,14 +220,88 @@ def _blocks(counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike) -> bytes:
 def discrete_gaussian_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike,
                             sigma: float) -> np.ndarray:
     """One exact N_Z(0, σ²) draw per 128-bit counter (int64 or uint64), each from its own stream (see above): draw j
-    is `DiscreteGaussian(σ).draw` reading blocks AES_{K[b"blck", 0, i]}(hi_j ‖ lo_j), i = 0, 1, …. The loop runs per
-    key in Python (~1–1.5·10⁵ draws per CPU second, benchmarks/bench_discrete.py), for per-key metrics.
+    reads blocks AES_{K[b"blck", 0, i]}(hi_j ‖ lo_j), i = 0, 1, …. Where σ allows (`_inversion_range`: counts, user
+    counts) by inversion of the survival function, vectorised (see "Draws by inversion" below); else
+    `DiscreteGaussian(σ).draw` per key in Python (~1–1.5·10⁵ draws per CPU second, benchmarks/bench_discrete.py).
     """
     blocks = _blocks(counters_hi, counters_lo)
     sampler = DiscreteGaussian(sigma)
-    streams = KeyedStreams(key, blocks)
     n = len(blocks) // 16
-    return np.fromiter((sampler.draw(streams.reader(j)) for j in range(n)), dtype=np.int64, count=n)
+    top = _inversion_range(sigma)
+    if top is None:
+        streams = KeyedStreams(key, blocks)
+        return np.fromiter((sampler.draw(streams.reader(j)) for j in range(n)), dtype=np.int64, count=n)
+    digits, known = _survival(sigma, top)
+    heads = KeyedStreams(key, blocks, prefill=1).heads() >> np.uint64(64 - _STEP)
+    descending = digits[::-1]                    # D(z) for z = top, top − 1, …, 1 − top: non-decreasing
+    above = digits.size - np.searchsorted(descending, heads, side="right")      # #{z : D(z) > h}
+    tied = np.searchsorted(descending, heads, side="right") != np.searchsorted(descending, heads, side="left")
+    out = (above - top).astype(np.int64)         # the largest z with D(z) > h: U < S(z) and U ≥ S(z + 1)
+    rest = np.flatnonzero(tied | (above == 0) | (above == digits.size) | ~known.all())
+    if rest.size:
+        mine = np.frombuffer(blocks, dtype=np.uint8).reshape(-1, 16)[rest].tobytes()
+        streams = KeyedStreams(key, mine)
+        first = [None if not k else int(d) for d, k in zip(digits.tolist(), known.tolist(), strict=True)]
+        for i, j in enumerate(rest.tolist()):
+            out[j] = _invert(streams.reader(i), sampler, sigma, top, first)
+    return out
+
+
+# ---------------------------------------------------------------- draws by inversion (σ up to a few thousand)
+#
+# Z = max{z : U < S(z)}, S(z) = P[Z ≥ z], for U ∈ [0, 1) uniform: exactly N_Z(0, σ²) (P[Z = z] = S(z) − S(z + 1)).
+# S(z) = p_z for z ≥ 1 and 1 − p_{1−z} for z ≤ 0 (symmetry), with p's digits from duckdp/discrete_tail.py: where
+# L/2^b < p < (L + 1)/2^b, 1 − p lies strictly between (2^b − 1 − L)/2^b and (2^b − L)/2^b, so D(z), the first
+# _STEP digits of S(z), decide U < S(z) from U's first _STEP bits h unless h = D(z). For |z| < top (top = ⌈8σ⌉ + 1)
+# one searchsorted over D settles every key without a tie (all but ~2·top·2⁻⁶⁴ of them); the rest, and U beyond
+# S(top) or S(1 − top) (probability ~2⁻⁴⁶), go through `_invert`: the comparisons from z = top down, U extended
+# _STEP bits at a time where it ties (the same conventions as `_passes`), and the tails Z ≥ top and Z ≤ −top drawn
+# as top + … by `draw_at_least` (and its mirror) from the bits that follow.
+
+
+def _inversion_range(sigma: float) -> int | None:
+    """top = ⌈8σ⌉ + 1 where p_1 … p_top's digits cost at most MAX_TERMS terms to sum (σ ≲ 4,900), else None."""
+    top = math.ceil(8 * sigma) + 1
+    return top if top <= largest_tail(sigma, _STEP) else None
+
+
+def _survival(sigma: float, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """D(z) for z = 1 − top, …, top (S's first _STEP digits, non-increasing; 0 where unknown) and which are known."""
+    tails = tail_table(sigma, top, _STEP)
+    full = (1 << _STEP) - 1
+    values = [None if v is None else full - v for v in reversed(tails)] + list(tails)     # z = 1 − top … 0, 1 … top
+    digits = np.array([0 if v is None else v for v in values], dtype=np.uint64)
+    known = np.array([v is not None for v in values])
+    return digits, known
+
+
+def _survival_bits(sigma: float, z: int, bits: int) -> int | None:
+    """S(z)'s first `bits` digits (None where p's cannot be certified)."""
+    tail = tail_bits(sigma, z if z >= 1 else 1 - z, bits)
+    return None if tail is None else tail if z >= 1 else (1 << bits) - 1 - tail
+
+
+def _invert(read: Callable[[int], int], sampler: DiscreteGaussian, sigma: float, top: int,
+            first: list[int | None]) -> int:
+    """One draw by inversion, comparison by comparison (see above); `first`: D(z) for z = 1 − top … top."""
+    u, step = read(_STEP), 1
+
+    def below(z: int) -> bool:                   # U < S(z)?
+        nonlocal u, step
+        while True:
+            digits = first[z + top - 1] if step == 1 else _survival_bits(sigma, z, step * _STEP)
+            if digits is None:
+                return False
+            if u != digits:
+                return u < digits
+            if step == _MAX_STEPS:
+                return False
+            u, step = (u << _STEP) | read(_STEP), step + 1
+
+    for z in range(top, -top, -1):
+        if below(z):
+            return sampler.draw_at_least(read, top) if z == top else z
+    return -sampler.draw_at_least(read, top)
 
 
 # ---------------------------------------------------------------- thresholded draws (keys="threshold")
@@ -306,14 +380,17 @@ def thresholded_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.
     if not rest.size:
         return out
     use, table = _digit_table(sigma, m)
+    full = rest[~use[rest]]
+    if full.size:                                # c ≥ T, or tails too long to sum: one full draw each
+        hi, lo = _u64(counters_hi), _u64(counters_lo)
+        z = discrete_gaussian_array(key, hi[full], lo[full], sigma)
+        out[full] = np.where(z >= m[full], z, m[full] - 1)
+    rest = rest[use[rest]]
     mine = np.frombuffer(blocks, dtype=np.uint8).reshape(-1, 16)[rest].tobytes()
     streams = KeyedStreams(key, mine)
     for i, j in enumerate(rest.tolist()):
-        read, mj = streams.reader(i), int(m[j])
-        if not use[j]:
-            z = sampler.draw(read)
-            if z >= mj:
-                out[j] = z
-        elif _passes(read, sigma, mj, table[mj - 1]):
+        mj = int(m[j])
+        read = streams.reader(i)
+        if _passes(read, sigma, mj, table[mj - 1]):
             out[j] = sampler.draw_at_least(read, mj)
     return out

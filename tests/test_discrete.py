@@ -10,6 +10,7 @@ from reference_discrete import discrete_gaussian_array as reference_array
 from scipy.special import ndtri
 from scipy.stats import chisquare
 
+from duckdp import discrete
 from duckdp.discrete import DiscreteGaussian, discrete_gaussian, discrete_gaussian_array
 from duckdp.prf import BitStream, PRFKey
 from duckdp.rng import Randomness
@@ -95,8 +96,9 @@ def test_bit_stream_matches_the_reference_stream():
 
 @pytest.mark.parametrize("sigma", SIGMAS)
 def test_array_draws_equal_the_fraction_oracle(sigma):
-    """Same (key, counters, σ) ⇒ the same draws as the Fraction sampler of tests/reference_discrete.py,
-    over thousands of counters (random 128-bit counters, negatives included): seeded releases unchanged."""
+    """Same (key, counters, σ) ⇒ the same draws as the plain versions of tests/reference_discrete.py (inversion on
+    mpmath digits up to σ ≈ 4,900, the Fraction CKS20 sampler above), over thousands of counters (random 128-bit
+    counters, negatives included)."""
     key = PRFKey.from_seed(2024).derive(b"aggm", 1)
     rng = np.random.default_rng(int(sigma * 1000) % 2**32)
     n = 2000
@@ -113,14 +115,63 @@ def test_stream_draws_equal_the_fraction_oracle(sigma):
 
 
 def test_oracle_comparison_has_power(monkeypatch):
-    """A sampler that skipped the lowest-terms reduction (so it reads more bits per Bernoulli) is caught."""
+    """CKS20 (σ = 10⁶): a sampler that skipped the lowest-terms reduction (so it reads more bits per Bernoulli) is
+    caught. Inversion (σ = 7.5): survival digits of a σ 5 % off, or one z off, are caught."""
     key, hi, lo = PRFKey.from_seed(5), np.zeros(300, np.uint64), np.arange(300, dtype=np.uint64)
+    expected = reference_array(key, hi, lo, 1e6)
+    with monkeypatch.context() as patch:
+        patch.setattr("duckdp.discrete.math.gcd", lambda a, b: 1)
+        assert not np.array_equal(discrete_gaussian_array(key, hi, lo, 1e6), expected)
     expected = reference_array(key, hi, lo, 7.5)
-    monkeypatch.setattr("duckdp.discrete.math.gcd", lambda a, b: 1)
-    assert not np.array_equal(discrete_gaussian_array(key, hi, lo, 7.5), expected)
+    real = discrete._survival
+    with monkeypatch.context() as patch:
+        patch.setattr(discrete, "_survival", lambda s, top: real(s * 1.05, top))
+        assert not np.array_equal(discrete_gaussian_array(key, hi, lo, 7.5), expected)
+    with monkeypatch.context() as patch:
+        patch.setattr(discrete, "_survival", lambda s, top: tuple(np.roll(x, 1) for x in real(s, top)))
+        assert not np.array_equal(discrete_gaussian_array(key, hi, lo, 7.5), expected)
 
 
 def test_invalid_sigma_is_refused():
     for bad in (0.0, -1.0, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="sigma"):
             DiscreteGaussian(bad)
+
+
+def test_inversion_ties_and_tails_equal_the_reference(monkeypatch):
+    """Draws by inversion where most keys need more than the first step: 3-bit steps (a tie in one of ~8 keys per
+    comparison, settled by later digits) and a range cut to |z| < 3 (σ = 3.7: most draws in the tails, drawn by
+    `draw_at_least` and its mirror) — equal to the plain version; later digits read for the wrong z are caught
+    (power). (Exact inversion does not depend on the step where no tail is drawn: 3- and 4-bit steps agree there.)"""
+    key = PRFKey.from_seed(31)
+    hi, lo = np.zeros(400, np.uint64), np.arange(400, dtype=np.uint64)
+    with monkeypatch.context() as patch:
+        patch.setattr(discrete, "_STEP", 3)
+        got = discrete_gaussian_array(key, hi, lo, 3.7)
+        assert np.array_equal(got, reference_array(key, hi, lo, 3.7, step=3))
+        real = discrete._survival_bits
+        patch.setattr(discrete, "_survival_bits", lambda s, z, b: real(s, z + 1, b))
+        assert not np.array_equal(discrete_gaussian_array(key, hi, lo, 3.7), got)
+    monkeypatch.setattr(discrete, "_inversion_range", lambda sigma: 3)
+    got = discrete_gaussian_array(key, hi, lo, 3.7)
+    assert (np.abs(got) >= 3).mean() > 0.3 and np.array_equal(got, reference_array(key, hi, lo, 3.7))
+
+
+def test_inversion_law_with_its_tails(monkeypatch):
+    """20,000 draws at σ = 2.5 with the range cut to |z| < 2 (the tails drawn by rejection): chi-square against the
+    exact pmf on −6…6 (p > 10⁻³); the same test rejects σ·1.1 (power)."""
+    monkeypatch.setattr(discrete, "_inversion_range", lambda sigma: 2)
+    n = 20000
+    hi, lo = np.zeros(n, np.uint64), np.arange(n, dtype=np.uint64)
+    draws = discrete_gaussian_array(PRFKey.from_seed(32), hi, lo, 2.5)
+    support = np.arange(-6, 7)
+    ys = np.arange(-60, 61)
+
+    def pvalue(sigma: float) -> float:
+        w = np.exp(-ys.astype(float) ** 2 / (2 * sigma * sigma))
+        p = np.exp(-support.astype(float) ** 2 / (2 * sigma * sigma)) / w.sum()
+        tail = (1 - p.sum()) / 2
+        observed = [np.sum(draws < -6)] + [np.sum(draws == y) for y in support] + [np.sum(draws > 6)]
+        return chisquare(observed, np.array([tail, *p, tail]) * n).pvalue
+
+    assert pvalue(2.5) > 1e-3 and pvalue(2.75) < 1e-6
