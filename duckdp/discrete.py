@@ -24,6 +24,10 @@ function of (K, counter) only: independent across keys and measures (distinct K)
 keys are present or their order. Every key's first `_PREFILL` blocks are one batch of AES per block index (one
 cipher for all keys), so a draw costs no cipher set-up of its own (the former stream, AES under a per-key sub-key,
 spent ~6 µs a key there: the same sampler, 1.7–2.1× the draws per CPU second, benchmarks/RESULTS.md stop 39).
+Where σ is at most a few thousand (counts and user counts: not sums, whose σ is ~10⁶ grid steps) a keyed array is
+drawn by inversion instead ("Draws by inversion" below): exactly N_Z(0, σ²) again, one AES block and one
+searchsorted per key, 4–8·10⁶ draws per CPU second (RESULTS.md stop 40); the comparisons against the tail's digits
+and the tails' rejection sampler (`draw_at_least`) are exact as the rest.
 
 Why our own sampler: OpenDP's exact samplers draw from the OS CSPRNG and cannot be seeded, so
 `seed=` releases would not reproduce; this one reads its bits from duckdp's AES PRF (prf.BitStream).
