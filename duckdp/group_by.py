@@ -180,6 +180,9 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
     kind = engine_for(con)
     own = own_stages(kind.name)                          # the engine's aggregate stages; refused before any charge
     mode, algo = _mode(keys)
+    if mode == "public" and delta is None:
+        raise InvalidParameter("delta is required: public keys spend none of it (the release is pure zCDP), but the "
+                               "budget names the δ it is reported at as (ε, δ)-DP, e.g. delta=1e-6")
     budget = make_budget(epsilon=epsilon, delta=delta, rho=rho)
     check_truncation(truncation)
     mech = mechanisms.get(algo) if algo is not None else None

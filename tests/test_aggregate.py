@@ -312,6 +312,14 @@ def test_threshold_mode_one_truncation_meets_the_sensitivities_on_a_neighbour_pa
             assert max(d[i] for d in diff.values()) == bound[i]
 
 
+def test_public_keys_without_delta_are_told_why_it_is_needed(con):
+    """Selection's message ("partition selection cannot be pure DP") would be wrong for public keys."""
+    with pytest.raises(InvalidParameter, match="public keys spend none of it"):
+        run(con, ratings(), keys=["k001"], delta=None)
+    with pytest.raises(InvalidParameter, match="partition selection cannot be pure DP"):
+        run(con, ratings(), keys="dpsips", delta=None)
+
+
 @pytest.mark.parametrize(("kw", "match"), [(dict(by="itm"), "by 'itm' is not a column"),
                                            (dict(by=[]), "by must name at least one column"),
                                            (dict(by="user_id"), "user_col and by must be distinct"),
