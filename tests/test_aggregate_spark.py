@@ -357,7 +357,8 @@ def test_user_counts_and_truncation_equal_duckdb(spark, pre_threshold):
     thr = plan_aggregate(ZCDP(0.5, 1e-6), STAGE_METRICS, max_contributions=10, max_rows_per_key=2, keys="threshold",
                          pre_threshold=pre_threshold)
     with engines(spark, table) as (duck, sp):
-        cd, cs = D.user_counts(duck, thr).read_all(), S.user_counts(sp, thr).orderBy("_dp_k0").toArrow()
+        cd = D.user_counts(duck, thr).read_all().sort_by("_dp_k0")          # both streams come in engine order
+        cs = S.user_counts(sp, thr).orderBy("_dp_k0").toArrow()
         plan = plan_aggregate(ZCDP(0.5, 1e-6), {"n": "count"}, max_contributions=1, keys="public")
         keys = keyset_table(duck, False)
         kept = spark_rows(S.bound_keys(sp, plan, S.restrict(sp, plan, S.keyset(sp, keys))))
