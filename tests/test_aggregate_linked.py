@@ -236,7 +236,12 @@ def test_linked_sums_are_unbiased_with_the_variance_the_plan_states_and_means_ga
     unlinked = finish_mean(noisy[(ms.metric, ms.part)], noisy[(mc.metric, mc.part)], 0, 500, ms.step, ms.offset)
     true_mean = (ms.offset + s_c / count) * ms.step
     assert np.mean((out["avg"] - true_mean) ** 2) < mean_gain * np.mean((unlinked - true_mean) ** 2)
-    assert abs(np.mean(out["avg"] - true_mean)) < 4 * np.std(out["avg"]) / math.sqrt(n) + 1e-3
+    # a mean is a ratio of noisy numbers: E[S̃/C̃] − S/C ≈ S·Var(C̃)/C³ − Cov(S̃, C̃)/C² ≠ 0 (here −0.5…−0.8 for the
+    # linked mean, −0.8…−2 for the unlinked one, over seeds 1–6: ~4 SE at n = 20,000, the same with either exact
+    # sampler). "Unbiased within 4 SE" held at seed 5 by luck; what linking must not do is add bias: its mean's bias
+    # is at most the unlinked mean's, within 4 SE.
+    bias, unlinked_bias = np.mean(out["avg"] - true_mean), np.mean(unlinked - true_mean)
+    assert abs(bias) < abs(unlinked_bias) + 4 * np.std(out["avg"]) / math.sqrt(n) + 1e-3
 
 
 @pytest.mark.slow
