@@ -35,8 +35,9 @@ Why our own sampler: OpenDP's exact samplers draw from the OS CSPRNG and cannot 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -235,7 +236,8 @@ def discrete_gaussian_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo
     if top is None:
         streams = KeyedStreams(key, blocks)
         return np.fromiter((sampler.draw(streams.reader(j)) for j in range(n)), dtype=np.int64, count=n)
-    digits, known = _survival(sigma, top)
+    first = _survival(sigma, top)
+    digits, known = _digit_arrays(first)
     heads = KeyedStreams(key, blocks, prefill=1).heads() >> np.uint64(64 - _STEP)
     descending = digits[::-1]                    # D(z) for z = top, top − 1, …, 1 − top: non-decreasing
     above = digits.size - np.searchsorted(descending, heads, side="right")      # #{z : D(z) > h}
@@ -245,7 +247,6 @@ def discrete_gaussian_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo
     if rest.size:
         mine = np.frombuffer(blocks, dtype=np.uint8).reshape(-1, 16)[rest].tobytes()
         streams = KeyedStreams(key, mine)
-        first = [None if not k else int(d) for d, k in zip(digits.tolist(), known.tolist(), strict=True)]
         for i, j in enumerate(rest.tolist()):
             out[j] = _invert(streams.reader(i), sampler, sigma, top, first)
     return out
@@ -269,14 +270,17 @@ def _inversion_range(sigma: float) -> int | None:
     return top if top <= largest_tail(sigma, _STEP) else None
 
 
-def _survival(sigma: float, top: int) -> tuple[np.ndarray, np.ndarray]:
-    """D(z) for z = 1 − top, …, top (S's first _STEP digits, non-increasing; 0 where unknown) and which are known."""
+def _survival(sigma: float, top: int) -> list[int | None]:
+    """D(z) for z = 1 − top, …, top: S's first _STEP digits, non-increasing (None where not certified)."""
     tails = tail_table(sigma, top, _STEP)
     full = (1 << _STEP) - 1
-    values = [None if v is None else full - v for v in reversed(tails)] + list(tails)     # z = 1 − top … 0, 1 … top
-    digits = np.array([0 if v is None else v for v in values], dtype=np.uint64)
-    known = np.array([v is not None for v in values])
-    return digits, known
+    return [None if v is None else full - v for v in reversed(tails)] + list(tails)     # z = 1 − top … 0, 1 … top
+
+
+def _digit_arrays(values: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Digits as uint64 (0 where not certified) and which are certified, for vectorised compares."""
+    return (np.array([0 if v is None else v for v in values], dtype=np.uint64),
+            np.array([v is not None for v in values], dtype=bool))
 
 
 def _survival_bits(sigma: float, z: int, bits: int) -> int | None:
@@ -288,22 +292,9 @@ def _survival_bits(sigma: float, z: int, bits: int) -> int | None:
 def _invert(read: Callable[[int], int], sampler: DiscreteGaussian, sigma: float, top: int,
             first: list[int | None]) -> int:
     """One draw by inversion, comparison by comparison (see above); `first`: D(z) for z = 1 − top … top."""
-    u, step = read(_STEP), 1
-
-    def below(z: int) -> bool:                   # U < S(z)?
-        nonlocal u, step
-        while True:
-            digits = first[z + top - 1] if step == 1 else _survival_bits(sigma, z, step * _STEP)
-            if digits is None:
-                return False
-            if u != digits:
-                return u < digits
-            if step == _MAX_STEPS:
-                return False
-            u, step = (u << _STEP) | read(_STEP), step + 1
-
+    u = _Uniform(read)
     for z in range(top, -top, -1):
-        if below(z):
+        if u.below(first[z + top - 1], partial(_survival_bits, sigma, z)):      # U < S(z)?
             return sampler.draw_at_least(read, top) if z == top else z
     return -sampler.draw_at_least(read, top)
 
@@ -342,32 +333,49 @@ def decided_below(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.Arra
                   floors: npt.ArrayLike) -> np.ndarray:
     """Which keys' `thresholded_array` outcome is already "below" (B = 0, value floor − 1) from the first _STEP bits
     of their streams: one AES block per key and a vectorised compare, no draw."""
-    blocks = _blocks(counters_hi, counters_lo)
-    m = np.asarray(floors, dtype=np.int64)
+    return _decided(key, _blocks(counters_hi, counters_lo), sigma, np.asarray(floors, dtype=np.int64))[0]
+
+
+def _decided(key: PRFKey, blocks: bytes, sigma: float, m: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                               tuple[int | None, ...]]:
+    """`decided_below`'s mask, with `_digit_table`'s (which keys use the digits, the digits)."""
     use, table = _digit_table(sigma, m)
     out = np.zeros(m.size, dtype=bool)
     if not table:
-        return out
+        return out, use, table
     tail = np.flatnonzero(use)
-    digits = np.array([0 if v is None else v for v in table], dtype=np.uint64)
-    known = np.array([v is not None for v in table])
+    digits, known = _digit_arrays(table)
     idx = m[tail] - 1
     heads = KeyedStreams(key, blocks, prefill=1).heads()[tail] >> np.uint64(64 - _STEP)
     out[tail] = known[idx] & (heads > digits[idx])
-    return out
+    return out, use, table
+
+
+class _Uniform:
+    """A uniform U ∈ [0, 1) read lazily from a key's stream, _STEP bits at a time (the first step at once)."""
+
+    __slots__ = ("read", "u", "step")
+
+    def __init__(self, read: Callable[[int], int]):
+        self.read, self.u, self.step = read, read(_STEP), 1
+
+    def below(self, first: int | None, later: Callable[[int], int | None]) -> bool:
+        """[U < x] for x with first _STEP digits `first` and first b digits `later(b)` (None: not certified):
+        U extended where the digits tie; not certified, or tied for _MAX_STEPS steps, counts as U ≥ x."""
+        while True:
+            digits = first if self.step == 1 else later(self.step * _STEP)
+            if digits is None:
+                return False
+            if self.u != digits:
+                return self.u < digits
+            if self.step == _MAX_STEPS:
+                return False
+            self.u, self.step = (self.u << _STEP) | self.read(_STEP), self.step + 1
 
 
 def _passes(read: Callable[[int], int], sigma: float, m: int, first: int | None) -> bool:
-    """B = [U < p_m], U's digits read _STEP bits at a time, p_m's from `first` (its first _STEP) and tail_bits."""
-    u = 0
-    for step in range(1, _MAX_STEPS + 1):
-        u = (u << _STEP) | read(_STEP)
-        digits = first if step == 1 else tail_bits(sigma, m, step * _STEP)
-        if digits is None:
-            return False
-        if u != digits:
-            return u < digits
-    return False
+    """B = [U < p_m], p_m's digits from `first` (its first _STEP) and tail_bits."""
+    return _Uniform(read).below(first, partial(tail_bits, sigma, m))
 
 
 def thresholded_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.ArrayLike, sigma: float,
@@ -380,10 +388,10 @@ def thresholded_array(key: PRFKey, counters_hi: npt.ArrayLike, counters_lo: npt.
         raise ValueError("floors must have one integer per counter")
     sampler = DiscreteGaussian(sigma)
     out = m - 1
-    rest = np.flatnonzero(~decided_below(key, counters_hi, counters_lo, sigma, m))
+    below, use, table = _decided(key, blocks, sigma, m)
+    rest = np.flatnonzero(~below)
     if not rest.size:
         return out
-    use, table = _digit_table(sigma, m)
     full = rest[~use[rest]]
     if full.size:                                # c ≥ T, or tails too long to sum: one full draw each
         hi, lo = _u64(counters_hi), _u64(counters_lo)
