@@ -20,7 +20,8 @@
 -- 'reviews.parquet'; it is read through query_table() and never written. `user_col` and `item_col` (one key column)
 -- are matched to the input's columns by name, case-insensitively, and never spliced into SQL text;
 -- a name that matches no column fails with DuckDB's `Could not find key "x" in struct`. Input
--- columns must not start with `_dp_`; rows with a NULL user or item are refused.
+-- columns must not start with `_dp_`; rows with a NULL user or item are refused. A FLOAT/DOUBLE key is released
+-- in one form (−0.0 as 0.0, one NaN); a string key under a collation is refused (duckdp_pairs).
 -- `truncation :=` is duckdp.select's: the order a user over Δ0 keeps keys in, 'per_user' (default: a
 -- uniform Δ0-subset per user) or 'global' (one secret order of the keys for every user, fresh per round).
 -- Give exactly one of `epsilon :=` ((ε, δ)-DP) or `rho :=` (δ-approximate ρ-zCDP), and `delta :=`.
@@ -301,17 +302,43 @@ CREATE OR REPLACE TEMP MACRO duckdp_trunc_rank(user_id, item, salt, size, max_co
                                                         THEN duckdp_trunc_order(user_id, item, salt,
                                                                                 truncation := truncation) END, item);
 
+-- A key in one form per group: a FLOAT or DOUBLE key with −0.0 as 0.0 and every NaN as the one NaN, so a
+-- released key never shows the form of whichever row its GROUP BY met first — a form another user's row
+-- would decide. Other values and types as they are. Written for any key type: TRY_CAST binds for every type
+-- (NULL where no cast exists), and cast_to_type gives a constant the key's own type.
+CREATE OR REPLACE TEMP MACRO duckdp_canonical_key(x) AS
+  CASE WHEN typeof(x) IN ('FLOAT', 'DOUBLE') AND TRY_CAST(x AS DOUBLE) = 0 THEN cast_to_type('0', x)
+       WHEN typeof(x) IN ('FLOAT', 'DOUBLE') AND isnan(TRY_CAST(x AS DOUBLE)) THEN cast_to_type('NaN', x)
+       ELSE x END;
+
+-- Whether a VARCHAR key compares strings under a collation (a column's COLLATE NOCASE / NOACCENT / NFC or an
+-- ICU locale, or the connection's default_collation): probes of pairs of distinct strings that those
+-- collations hold equal (A/a, e/é, é composed/decomposed, a/a + soft hyphen), cast to the key's type. A function of the column's type only, never of its rows.
+-- Such a GROUP BY would release each group's first row's spelling ('A' or 'a'): refused in duckdp_pairs.
+CREATE OR REPLACE TEMP MACRO duckdp_collated(x) AS
+  CASE WHEN typeof(x) = 'VARCHAR'    -- the probes only there (casting 'A' to another type could fail)
+       THEN cast_to_type('A', x) = cast_to_type('a', x) OR cast_to_type('e', x) = cast_to_type(chr(233), x)
+            OR cast_to_type(chr(233), x) = cast_to_type('e' || chr(769), x)
+            OR cast_to_type('a', x) = cast_to_type('a' || chr(173), x)
+       ELSE false END;
+
 -- Distinct (user, key) pairs of `tbl`, the key twice: as _dp_item and under its own name (for the
--- output). Columns are matched by name, never spliced into SQL; NULL users/items are refused.
+-- output), both canonical (duckdp_canonical_key). Columns are matched by name, never spliced into SQL;
+-- NULL users/items and collated string keys are refused.
 -- The inner query reads user and key as fields of the row (struct_extract, case-insensitive), so a
 -- name that matches no column fails while binding with `Could not find key "name" in struct`,
 -- naming it, before the outer COLUMNS(...) could fail with "empty set of columns".
 CREATE OR REPLACE TEMP MACRO duckdp_pairs(tbl, user_col, item_col) AS TABLE
 SELECT * FROM (
-  SELECT DISTINCT _dp_user, _dp_item, COLUMNS(lambda c: lower(c) = lower(item_col))
-  FROM (SELECT *, struct_extract(_dp_row, user_col) AS _dp_user, struct_extract(_dp_row, item_col) AS _dp_item
+  SELECT DISTINCT _dp_user, _dp_item, duckdp_canonical_key(COLUMNS(lambda c: lower(c) = lower(item_col)))
+  FROM (SELECT *, struct_extract(_dp_row, user_col) AS _dp_user,
+               duckdp_canonical_key(struct_extract(_dp_row, item_col)) AS _dp_item
         FROM query_table(tbl) AS _dp_row))
 WHERE CASE WHEN lower(user_col) = lower(item_col) THEN error('duckdp: user_col and item_col must be distinct columns')
+           WHEN duckdp_collated(_dp_item)
+             THEN error('duckdp: the key column compares strings under a collation (COLLATE NOCASE, NOACCENT, '
+                        || 'an ICU locale or default_collation), which would release each group''s first row''s '
+                        || 'spelling; read it through a view with the key as <key> COLLATE "binary"')
            WHEN _dp_user IS NULL OR _dp_item IS NULL
              THEN error('duckdp: NULL user ids or items in the input; filter or fill them first')
            ELSE true END;

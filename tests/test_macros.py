@@ -535,6 +535,68 @@ def test_output_is_sorted_when_rounds_release_different_keys(macro):
     assert len(rows) >= 10 and rows == sorted(rows)
 
 
+@pytest.mark.parametrize("macro", MACROS)
+def test_float_keys_are_released_in_one_form(macro):
+    """Neighbour pair: D's 300 users hold the keys 0.0 and NaN; D' adds one user holding −0.0 and −NaN (equal
+    keys to GROUP BY). A macro that showed its group's first row's form could release −0.0 or −NaN on D' only,
+    naming the extra user; the canonical form is 0.0 and one NaN on both — here every other row is −0.0/−NaN
+    too, so an uncanonicalised GROUP BY has no +0.0 row to show (the test's power). The type stays FLOAT."""
+    con = duckdb.connect(config={"threads": 2})
+    duckdp.install_macros(con, seed=1)
+    con.execute("CREATE TABLE d AS SELECT 'u' || i AS user_id, "
+                "unnest(['-0.0'::FLOAT, -'NaN'::FLOAT]) AS item FROM range(300) r(i)")
+    con.execute("CREATE TABLE d2 AS SELECT * FROM d UNION ALL SELECT 'extra', unnest(['-0.0'::FLOAT, -'NaN'::FLOAT])")
+    for tbl in ("d", "d2"):
+        out = con.sql(f"SELECT item FROM duckdp_{macro}('{tbl}', 'user_id', 'item', epsilon := 1, delta := 1e-5, "
+                      "max_contributions := 2)").to_arrow_table()
+        assert str(out.schema.field("item").type) == "float"
+        bits = out["item"].to_numpy().view(np.uint32).tolist()
+        assert bits == [0x00000000, 0x7FC00000], (macro, tbl, [hex(b) for b in bits])
+
+
+def test_canonical_key_keeps_every_other_float_bit_for_bit(mcon):
+    """duckdp_canonical_key changes only −0.0 and NaNs: every other double and float (random bit patterns, both
+    signs, subnormals, extremes, ±inf) comes back bit for bit, and other types pass unchanged."""
+    rng = np.random.default_rng(5)
+    doubles = rng.integers(0, 2**64, 20000, dtype=np.uint64).view(np.float64)
+    extremes = np.array([5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, np.inf, 0.1, 1 / 3])
+    doubles = np.concatenate([doubles[np.isfinite(doubles) & (doubles != 0)], extremes, -extremes])
+    floats = rng.integers(0, 2**32, 20000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    floats = floats[np.isfinite(floats) & (floats != 0)]
+    import pyarrow as pa
+    mcon.register("d", pa.table({"x": doubles}))
+    mcon.register("f", pa.table({"x": floats}))
+    got = mcon.sql("SELECT duckdp_canonical_key(x) AS y FROM d").to_arrow_table()["y"].to_numpy()
+    assert np.array_equal(got.view(np.uint64), doubles.view(np.uint64))
+    got = mcon.sql("SELECT duckdp_canonical_key(x) AS y FROM f").to_arrow_table()["y"].to_numpy()
+    assert np.array_equal(got.view(np.uint32), floats.view(np.uint32))
+    assert mcon.sql("SELECT duckdp_canonical_key(42::HUGEINT), duckdp_canonical_key('A' COLLATE nocase), "
+                    "duckdp_canonical_key([-0.0]), typeof(duckdp_canonical_key(1::TINYINT))").fetchall() == [
+        (42, "A", [-0.0], "TINYINT")]
+
+
+@pytest.mark.parametrize("collation", ["nocase", "noaccent", "nfc", "nocase.noaccent", "de", None])
+def test_collated_string_keys_are_refused(collation):
+    """A NOCASE column groups 'A' with 'a' and shows whichever row came first (D: users hold 'a'; D': one more
+    holding 'A' might flip the released spelling). The macros refuse collated keys, and the connection's
+    default_collation, by a probe of the column's type; COLLATE "binary" (the fix the error names) runs."""
+    con = duckdb.connect()
+    duckdp.install_macros(con, seed=1)
+    if collation is None:
+        con.execute("SET default_collation = 'nocase'")
+    try:
+        con.execute(f"CREATE TABLE t (user_id VARCHAR, item VARCHAR{' COLLATE ' + collation if collation else ''})")
+        con.execute("INSERT INTO t SELECT 'u' || i, 'a' FROM range(300) r(i)")
+    except duckdb.Error as exc:   # an ICU locale where the ICU extension is not loaded
+        pytest.skip(str(exc))
+    with pytest.raises(duckdb.Error, match="compares strings under a collation"):
+        con.sql("SELECT * FROM duckdp_weighted_gaussian('t', 'user_id', 'item', epsilon := 1, "
+                "delta := 1e-5)").fetchall()
+    con.execute("CREATE VIEW v AS SELECT user_id, item COLLATE \"binary\" AS item FROM t")
+    assert con.sql("SELECT * FROM duckdp_weighted_gaussian('v', 'user_id', 'item', epsilon := 1, "
+                   "delta := 1e-5)").fetchall() == [("a", True)]
+
+
 def test_delta_below_the_floor_is_refused(mcon):
     """δ below duckdp.privacy.budget.MIN_DELTA (the noise sampler's resolution) is a duckdp error."""
     from duckdp.privacy.budget import MIN_DELTA
