@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .count_release import CountRelease, count_release
     from .evaluate import Evaluation, evaluate
     from .explain import Explanation, explain
+    from .explain_aggregate import AggregateExplanation, explain_aggregate
     from .group_by import Aggregate, aggregate
     from .macros import install_macros
     from .privacy.accountant import Accountant
@@ -32,12 +33,14 @@ __version__ = "0.1.0"
 __all__ = ["select", "algorithms", "Release", "Spent", "EpsDelta", "ZCDP", "DuckDPError",
            "InvalidParameter", "SchemaError", "DataError", "BudgetExceeded", "__version__",
            "count_release", "CountRelease", "Session", "LedgerError", "install_macros",
-           "explain", "Explanation", "evaluate", "Evaluation", "Accountant", "aggregate", "Aggregate"]
+           "explain", "Explanation", "evaluate", "Evaluation", "Accountant", "aggregate", "Aggregate",
+           "explain_aggregate", "AggregateExplanation"]
 
 # public name -> the submodule defining it (relative to this package)
 _LAZY = {"select": ".api", "algorithms": ".api", "count_release": ".count_release", "CountRelease": ".count_release",
          "evaluate": ".evaluate", "Evaluation": ".evaluate", "explain": ".explain", "Explanation": ".explain",
          "aggregate": ".group_by", "Aggregate": ".group_by", "install_macros": ".macros",
+         "explain_aggregate": ".explain_aggregate", "AggregateExplanation": ".explain_aggregate",
          "Accountant": ".privacy.accountant", "ZCDP": ".privacy.budget", "EpsDelta": ".privacy.budget",
          "Release": ".release", "Spent": ".release", "Session": ".session", "LedgerError": ".session"}
 

@@ -30,6 +30,7 @@ from .api import algorithms, select
 from .count_release import count_release
 from .errors import DuckDPError, InvalidParameter, SchemaError
 from .explain import explain
+from .explain_aggregate import DEFAULT_COUNTS, explain_aggregate
 from .group_by import DEFAULT_TRUNCATION, Aggregate, aggregate
 from .macros import macro_sql, write_macro_file
 from .mechanisms import get
@@ -387,6 +388,24 @@ def _aggregate(args: argparse.Namespace) -> int:
     return _run_release(args, run, _aggregate_json)
 
 
+def _explain_aggregate(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
+    ex = explain_aggregate(dict(_metric(m) for m in args.metric), keys=args.keys, epsilon=args.epsilon,
+                           rho=args.rho, delta=args.delta, max_contributions=args.max_contributions,
+                           max_rows_per_key=args.max_rows_per_key, selection_share=args.selection_share,
+                           pre_threshold=args.pre_threshold, confidence=args.confidence,
+                           not_null=args.not_null or None, truncation=args.truncation, counts=args.counts, **params)
+    if args.json:
+        print(json.dumps({"plan": ex.plan.report_lines(), "spent": ex.plan.spent.as_dict(),
+                          "threshold_users": None if ex.threshold_users is None
+                          else {"users_50": ex.threshold_users.users_50, "users_95": ex.threshold_users.users_95},
+                          "selection_users": None if ex.selection is None else ex.selection.to_arrow().to_pylist(),
+                          "metrics": ex.to_arrow().to_pylist(), "notes": ex.notes}, default=_jsonable, indent=2))
+    else:
+        print(ex)
+    return EXIT_OK
+
+
 def _explain(args: argparse.Namespace) -> int:
     params: dict[str, Any] = dict(_parse_param(p) for p in args.param)
     ex = explain(args.algo, epsilon=args.epsilon, rho=args.rho, delta=args.delta,
@@ -600,6 +619,30 @@ def build_parser() -> argparse.ArgumentParser:
     _truncation_argument(exp, "per_user")
     exp.add_argument("--json", action="store_true", help="print a machine-readable summary")
     exp.set_defaults(func=_explain)
+
+    exa = sub.add_parser("explain-aggregate", help="what an aggregate would release: users a key needs, each "
+                                                   "metric's noise (no data read)",
+                         description="Explain, from the arguments of `duckdp aggregate` alone, its plan, what a key "
+                                     "needs to be released and each metric's noise as an interval ± in its units.")
+    exa.add_argument("--metric", action="append", required=True, metavar="NAME=KIND[:COLUMN:LOWER:UPPER]",
+                     help="users, count, sum:COL:LO:HI or mean:COL:LO:HI (repeatable)")
+    exa.add_argument("--keys", default="adaptive_sips",
+                     help="a select() mechanism, 'threshold' or 'public' (adaptive_sips)")
+    _budget_arguments(exa)
+    exa.add_argument("--max-contributions", type=int, default=100, metavar="Δ0", help="keys kept per user (100)")
+    exa.add_argument("--max-rows-per-key", type=int, default=1, metavar="M", help="rows per user and key (1)")
+    exa.add_argument("--selection-share", type=float,
+                     help="share of the budget for selecting keys (0.4; 0.6 with --keys threshold)")
+    exa.add_argument("--pre-threshold", type=int, default=1, metavar="K", help="only keys with ≥ K users (1)")
+    exa.add_argument("--confidence", type=float, default=0.95, help="the intervals' level (0.95)")
+    exa.add_argument("--not-null", action="append", default=[], metavar="COLUMN",
+                     help="a value column declared free of NULLs (repeatable)")
+    exa.add_argument("--counts", type=int, nargs="+", default=list(DEFAULT_COUNTS), metavar="N",
+                     help="noisy counts to show a mean's interval at (10 100 1000)")
+    exa.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="mechanism parameter")
+    _truncation_argument(exa, DEFAULT_TRUNCATION)
+    exa.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    exa.set_defaults(func=_explain_aggregate)
 
     demo = sub.add_parser("demo", help="compare the mechanisms on the built-in demo dataset")
     demo.add_argument("--algos", nargs="+", help="mechanisms to run (default: every registered one)")
