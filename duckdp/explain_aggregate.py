@@ -99,7 +99,8 @@ class AggregateExplanation:
                 out.append(f"    {m.metric:<12} {what:<18} {at}, for a mean at its bounds' midpoint")
             else:
                 out.append(f"    {m.metric:<12} {what:<18} sd {m.sd:.4g}, ±{m.half_width:.6g}"
-                           + (" (the threshold's draw: biased upward on released keys)" if m.threshold_draw else ""))
+                           + (" (the threshold's draw: biased upward on released keys; near the threshold its "
+                              "interval, given the release, reaches further down)" if m.threshold_draw else ""))
         out += [f"  note: {n}" for n in self.notes]
         return out
 

@@ -88,7 +88,8 @@ class Aggregate:
         if readers:         # spec §4.2: users, and at m = 1 count and declared means' denominators, read it
             lines.append(f"  note      : {', '.join(readers)} read the threshold's noisy count, which passed the "
                          "threshold, so it is biased upward (a mean dividing by it is pulled toward its bounds' "
-                         "midpoint); intervals cover the noise, not this selection effect")
+                         "midpoint); their intervals hold given the release (privacy/selective.py: near the "
+                         "threshold they reach below the count by more than the noise's ±)")
         if self.plan.confidence is not None:
             lines.append("  intervals : cover the bounded statistic (after Δ0, the row cap and clipping)")
         return "\n".join(lines)

@@ -36,6 +36,7 @@ from .budget import ZCDP, Budget, EpsDelta, _exact_parts
 from .calibration import per_item_tail, zcdp_sigma
 from .composition import Spent
 from .conversions import approx_zcdp_epsilon, zcdp_delta
+from .selective import selected_count_interval
 
 if TYPE_CHECKING:
     from .auto_contributions import AutoChoice
@@ -837,9 +838,19 @@ def mean_interval(noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float, 
                   sum_half_width: int, count_half_width: int) -> tuple[np.ndarray, np.ndarray]:
     """Interval of the mean from the boxes [Ŝ ± h_S] × [Ĉ ± h_C] (each at 1 − (1 − c)/2, so both hold with
     probability ≥ c): the range of offset + S/C over the box, clamped; [lower, upper] if C ≤ 0 fits."""
-    hs, hc = float(sum_half_width), float(count_half_width)        # the box's four corners per key:
+    count = np.asarray(noisy_count, dtype=np.float64)
+    return mean_interval_between(noisy_sum, count - count_half_width, count + count_half_width, lower, upper, step,
+                                 offset, sum_half_width)
+
+
+def mean_interval_between(noisy_sum: np.ndarray, count_low: np.ndarray, count_high: np.ndarray, lower: float,
+                          upper: float, step: float, offset: int, sum_half_width: int) -> tuple[np.ndarray, np.ndarray]:
+    """`mean_interval` with the count's interval given per key, [count_low, count_high] (keys="threshold"'s
+    conditional one, privacy/selective.py): the range of offset + S/C over [Ŝ ± h_S] × [count_low, count_high]."""
+    hs = float(sum_half_width)                                      # the box's four corners per key:
     s = np.asarray(noisy_sum, dtype=np.float64)[:, None] + np.array([-hs, -hs, hs, hs])
-    c = np.asarray(noisy_count, dtype=np.float64)[:, None] + np.array([-hc, hc, -hc, hc])
+    lo_c, hi_c = np.asarray(count_low, dtype=np.float64), np.asarray(count_high, dtype=np.float64)
+    c = np.stack([lo_c, hi_c, lo_c, hi_c], axis=1)
     bounded = c[:, 0] > 0          # the box's smallest count; S/C is monotone in S and C there, so corners suffice
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = (offset + s / np.where(c > 0, c, 1.0)) * step
@@ -855,6 +866,18 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
     §3.2) are read as their least-squares estimate (sums and counts rounded to the grid, means unrounded)."""
     out: dict[str, np.ndarray] = {}
     linked = _estimates(plan, noisy)
+    shift = plan.pre_threshold - 1
+
+    def selected(ms: Measure, rd: Reading, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A count's interval: the noise's x ± h, or for the threshold's draw (released users − shift ≥ T only)
+        the interval that holds given the release (privacy/selective.py), shifted back."""
+        if rd.half_width is None:
+            raise InternalError("invariant failed: a reading with a confidence has a half-width")
+        if ms.tag != THRESHOLD_TAG or plan.threshold is None or rd.coverage is None:
+            return x - rd.half_width, x + rd.half_width
+        lo, hi = selected_count_interval(x - shift, plan.threshold.threshold, plan.threshold.sigma, rd.coverage,
+                                         rd.half_width)
+        return lo + shift, hi + shift
 
     def read(metric: str, role: str, *, exact: bool = True) -> tuple[Measure, Reading, np.ndarray]:
         """The measure's noisy integers, or its linked estimate (§3.2): rounded to the nearest integer (a count, a
@@ -878,7 +901,14 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
             if plan.confidence is not None:
                 if not (rs.half_width is not None and rc.half_width is not None):
                     raise InternalError("invariant failed: both halves of a mean have half-widths")
-                lo, hi = mean_interval(s, c, mt.lower, mt.upper, ms.step, ms.offset, rs.half_width, rc.half_width)
+                mc = plan.measure(mt.name, "count")
+                if mc.tag == THRESHOLD_TAG:     # the count's interval given the release (exact integers)
+                    c_lo, c_hi = selected(mc, rc, np.asarray(c, dtype=np.int64))
+                    lo, hi = mean_interval_between(s, c_lo, c_hi, mt.lower, mt.upper, ms.step, ms.offset,
+                                                   rs.half_width)
+                else:
+                    lo, hi = mean_interval(s, c, mt.lower, mt.upper, ms.step, ms.offset, rs.half_width,
+                                           rc.half_width)
                 out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo, hi
             continue
         ms, rd, x = read(mt.name, mt.kind)
@@ -887,9 +917,7 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
         else:
             out[mt.name] = x
         if plan.confidence is not None:
-            if rd.half_width is None:
-                raise InternalError("invariant failed: rd.half_width is not None")
-            lo_i, hi_i = x - rd.half_width, x + rd.half_width
+            lo_i, hi_i = selected(ms, rd, x)
             if mt.kind == "sum":
                 out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo_i * ms.step, hi_i * ms.step
             else:                  # counts are ≥ 0: clamping the interval is post-processing
