@@ -232,6 +232,12 @@ def test_demo_compares_every_registered_mechanism():
     eps_only = [n for n in proven if "rho/delta" not in next(m for m in described if m["name"] == n)["budgets"]]
     assert all("*" in rows[n] for n in eps_only) and all("ρ=0.5" in rows[n] for n in set(proven) - set(eps_only))
     assert ("DP-SIPS Cor. 9" in proc.stdout) == bool(eps_only)
+    group_by = proc.stdout.split("private GROUP BY at the same budget", 1)[1].splitlines()
+    rows = [line.split() for line in group_by[2:7]]          # word, users, [low, high], true users
+    assert group_by[1].split() == ["word", "users", "95", "%", "interval", "true", "users"] and len(rows) == 5
+    for word, users, low, high, true in rows:
+        low_i, high_i, users_i = (int(v.strip("[],").replace(",", "")) for v in (low, high, users))
+        assert word.startswith("item_") and low_i < users_i < high_i and int(true.replace(",", "")) > 0
 
 
 def test_algorithms_and_macros_commands():
