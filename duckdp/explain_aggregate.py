@@ -13,6 +13,7 @@ Every number is a function of the arguments only.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from . import mechanisms
 from .errors import InternalError, InvalidParameter
 from .explain import TARGETS, Explanation, UsersNeeded, _check_holdings, _explain_plan, default_holdings, smallest_users
 from .mechanisms.base import Params
-from .privacy.aggregate import THRESHOLD_TAG, AggregatePlan, Threshold, _upper_tail, mean_interval, plan_aggregate
+from .privacy.aggregate import THRESHOLD_TAG, AggregatePlan, Threshold, _upper_tail, finish, grid_bounds, plan_aggregate
 from .privacy.budget import make_budget
 from .validation import integer
 from .validation import truncation as check_truncation
@@ -94,7 +95,8 @@ class AggregateExplanation:
             if m.kind == "mean":
                 mt = next(x for x in plan.metrics if x.name == m.metric)
                 whole = f" (all of [{mt.lower:g}, {mt.upper:g}])"
-                at = ", ".join(f"±{h:.4g}{whole if h >= ((mt.upper or 0) - (mt.lower or 0)) / 2 else ''} at {n:,} rows"
+                at = ", ".join(f"none at {n:,} rows (never released: below the threshold)" if math.isnan(h) else
+                               f"±{h:.4g}{whole if h >= ((mt.upper or 0) - (mt.lower or 0)) / 2 else ''} at {n:,} rows"
                                for n, h in zip(m.counts, m.mean_half_widths, strict=True))
                 out.append(f"    {m.metric:<12} {what:<18} {at}, for a mean at its bounds' midpoint")
             else:
@@ -186,35 +188,50 @@ def _threshold_users(threshold: Threshold, pre_threshold: int) -> UsersNeeded:
 
 
 def _metric_noise(plan: AggregatePlan, counts: tuple[int, ...]) -> list[MetricNoise]:
-    """Each metric's sd and interval ± in its own units, from the plan's measures, links and readings."""
+    """Each metric's sd and interval ± in its own units, from the plan's measures, links and readings; a mean's from
+    `finish` itself (the release's own post-processing, links and keys="threshold"'s conditional count interval
+    included) at noisy counts `counts` and every sum at the grid midpoint's value, so that the numbers agree
+    with the release — a count the threshold must pass but does not gets NaN (never released)."""
     sds = {i: sd for link in plan.links for i, sd in zip(link.measures, link.sd, strict=True)}
-
-    def sd_of(metric: str, role: str) -> float:
-        ms = plan.measure(metric, role)
-        return sds.get(plan.measures.index(ms), ms.sigma)
-
+    means = _at_midpoint(plan, counts) if any(mt.kind == "mean" for mt in plan.metrics) else {}
     out = []
     for mt in plan.metrics:
         if mt.kind == "mean":
-            if mt.lower is None or mt.upper is None:
-                raise InternalError("invariant failed: a mean has bounds")
-            ms, rs, rc = plan.measure(mt.name, "sum"), plan.reading(mt.name, "sum"), plan.reading(mt.name, "count")
-            if rs.half_width is None or rc.half_width is None:
-                raise InternalError("invariant failed: a plan with a confidence has half-widths")
-            low, high = mean_interval(np.zeros(len(counts)), np.array(counts, dtype=np.float64), mt.lower, mt.upper,
-                                      ms.step, ms.offset, rs.half_width, rc.half_width)
-            out.append(MetricNoise(mt.name, mt.kind, mt.column, None, None, counts,
-                                   tuple(float(h) for h in (high - low) / 2),
+            half = (means[f"{mt.name}_high"] - means[f"{mt.name}_low"]) / 2
+            if plan.measure(mt.name, "count").tag == THRESHOLD_TAG and plan.threshold is not None:
+                half = np.where(np.array(counts) - (plan.pre_threshold - 1) >= plan.threshold.threshold, half, np.nan)
+            out.append(MetricNoise(mt.name, mt.kind, mt.column, None, None, counts, tuple(float(h) for h in half),
                                    plan.measure(mt.name, "count").tag == THRESHOLD_TAG))
             continue
-        role = mt.kind
-        ms, rd = plan.measure(mt.name, role), plan.reading(mt.name, role)
+        ms, rd = plan.measure(mt.name, mt.kind), plan.reading(mt.name, mt.kind)
         unit = ms.step if mt.kind == "sum" else 1.0
         if rd.half_width is None:
             raise InternalError("invariant failed: a plan with a confidence has half-widths")
-        out.append(MetricNoise(mt.name, mt.kind, mt.column, sd_of(mt.name, role) * unit, rd.half_width * unit,
-                               threshold_draw=ms.tag == THRESHOLD_TAG))
+        out.append(MetricNoise(mt.name, mt.kind, mt.column, sds.get(plan.measures.index(ms), ms.sigma) * unit,
+                               rd.half_width * unit, threshold_draw=ms.tag == THRESHOLD_TAG))
     return out
+
+
+def _at_midpoint(plan: AggregatePlan, counts: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """`finish`'s columns for keys whose every count measure reads n ∈ `counts` (the threshold's draw: n shifted
+    as it is released, and at least T so that it may be) and whose values sit at their grid's midpoint o (centred
+    sums 0, plain sums o·n: every identity of spec §3.2 holds, so linked estimates equal the draws)."""
+    n = np.array(counts, dtype=np.int64)
+    noisy: dict[tuple[str, str], np.ndarray] = {}
+    for ms in plan.measures:
+        if ms.part in ("users", "count"):
+            x = n
+            if ms.tag == THRESHOLD_TAG and plan.threshold is not None:   # never below T: unreleasable there
+                x = np.maximum(n - (plan.pre_threshold - 1), plan.threshold.threshold)
+        elif ms.offset != 0 or ms.part == "centred":
+            x = np.zeros_like(n)
+        else:
+            mt = next(x for x in plan.metrics if x.name == ms.metric)
+            if mt.lower is None or mt.upper is None:
+                raise InternalError("invariant failed: a sum has bounds")
+            x = n * (sum(grid_bounds(mt.lower, mt.upper, ms.step)) // 2)
+        noisy[(ms.metric, ms.part)] = x
+    return finish(plan, noisy)
 
 
 __all__ = ["explain_aggregate", "AggregateExplanation", "MetricNoise"]

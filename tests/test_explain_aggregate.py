@@ -13,6 +13,8 @@ from reference_discrete import tail_probability
 import duckdp
 from duckdp.cli import main
 from duckdp.errors import InvalidParameter
+from duckdp.privacy.aggregate import mean_interval_between
+from duckdp.privacy.selective import selected_count_interval
 
 METRICS = {"raters": "users", "ratings": "count", "stars": ("sum", "rating", 1, 5), "avg": ("mean", "rating", 1, 5)}
 
@@ -126,3 +128,19 @@ def test_cli_prints_the_explanation_and_json(capsys):
     assert out["threshold_users"] == {"users_50": ex.threshold_users.users_50,
                                       "users_95": ex.threshold_users.users_95}
     assert main(["explain-aggregate", "--metric", "x=median:v:0:1", "--rho", "1", "--delta", "1e-6"]) == 2
+
+
+def test_a_threshold_read_means_interval_is_the_releases_given_the_threshold():
+    """keys="threshold" with a declared mean (its count is the threshold's draw): below T no key is released
+    (NaN, said in words); at T and above the half-range is that of the release's box with the count's interval
+    given the release (privacy/selective.py), not the noise's C ± h."""
+    ex = duckdp.explain_aggregate({"n": "users", "avg": ("mean", "rating", 1, 5)}, keys="threshold", rho=0.5,
+                                  delta=1e-6, max_contributions=50, not_null="rating", counts=[10, 200, 5000])
+    plan, (_, m) = ex.plan, ex.metrics
+    t = plan.threshold
+    ms, rs, rc = plan.measure("avg", "sum"), plan.reading("avg", "sum"), plan.reading("avg", "count")
+    assert m.threshold_draw and np.isnan(m.mean_half_widths[0]) and "never released" in str(ex)
+    y = np.array([200, 5000])
+    c_lo, c_hi = selected_count_interval(y, t.threshold, t.sigma, rc.coverage, rc.half_width)
+    lo, hi = mean_interval_between(np.zeros(2), c_lo, c_hi, 1.0, 5.0, ms.step, ms.offset, rs.half_width)
+    assert np.allclose(m.mean_half_widths[1:], (hi - lo) / 2, rtol=1e-12)
