@@ -332,7 +332,7 @@ def _count_release(args: argparse.Namespace) -> int:
 
 
 def _metric(text: str) -> tuple[str, Any]:
-    """--metric NAME=users | NAME=count | NAME=sum:COLUMN:LOWER:UPPER | NAME=mean:COLUMN:LOWER:UPPER."""
+    """--metric NAME=users | NAME=count | NAME=KIND:COLUMN:LOWER:UPPER, KIND sum, mean, variance or stddev."""
     name, eq, spec = text.partition("=")
     parts = spec.split(":")
     if not eq or not name:
@@ -340,7 +340,7 @@ def _metric(text: str) -> tuple[str, Any]:
     if len(parts) == 1:
         return name, parts[0]
     if len(parts) != 4:
-        raise InvalidParameter(f"--metric {text!r}: sum and mean take KIND:COLUMN:LOWER:UPPER")
+        raise InvalidParameter(f"--metric {text!r}: sum, mean, variance and stddev take KIND:COLUMN:LOWER:UPPER")
     try:
         return name, (parts[0], parts[1], float(parts[2]), float(parts[3]))
     except ValueError:
@@ -610,7 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
     agg.add_argument("--user-col", default="user_id", help="user id column (user_id)")
     agg.add_argument("--table", help="table or view, for a DuckDB database INPUT (opened read-only)")
     agg.add_argument("--metric", action="append", required=True, metavar="NAME=KIND[:COLUMN:LOWER:UPPER]",
-                     help="users, count, sum:COL:LO:HI or mean:COL:LO:HI (repeatable)")
+                     help="users, count, or sum|mean|variance|stddev:COL:LO:HI (repeatable)")
     agg.add_argument("--keys", default="adaptive_sips",
                      help="a select() mechanism, 'threshold', or a parquet/CSV file of public keys (adaptive_sips)")
     _budget_arguments(agg)
@@ -646,7 +646,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Explain, from the arguments of `duckdp aggregate` alone, its plan, what a key "
                                      "needs to be released and each metric's noise as an interval ± in its units.")
     exa.add_argument("--metric", action="append", required=True, metavar="NAME=KIND[:COLUMN:LOWER:UPPER]",
-                     help="users, count, sum:COL:LO:HI or mean:COL:LO:HI (repeatable)")
+                     help="users, count, or sum|mean|variance|stddev:COL:LO:HI (repeatable)")
     exa.add_argument("--keys", default="adaptive_sips",
                      help="a select() mechanism, 'threshold' or 'public' (adaptive_sips)")
     _budget_arguments(exa)

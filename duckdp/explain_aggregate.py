@@ -25,7 +25,16 @@ from . import mechanisms
 from .errors import InternalError, InvalidParameter
 from .explain import TARGETS, Explanation, UsersNeeded, _check_holdings, _explain_plan, default_holdings, smallest_users
 from .mechanisms.base import Params
-from .privacy.aggregate import THRESHOLD_TAG, AggregatePlan, Threshold, _upper_tail, finish, grid_bounds, plan_aggregate
+from .privacy.aggregate import (
+    SPREADS,
+    THRESHOLD_TAG,
+    AggregatePlan,
+    Threshold,
+    _upper_tail,
+    finish,
+    grid_bounds,
+    plan_aggregate,
+)
 from .privacy.budget import make_budget
 from .validation import integer
 from .validation import truncation as check_truncation
@@ -36,8 +45,9 @@ DEFAULT_COUNTS = (10, 100, 1000)     # the noisy counts a mean's interval is sho
 @dataclass(frozen=True)
 class MetricNoise:
     """One metric's noise in its own units: `sd` its standard deviation (after linking, spec §3.2) and `half_width`
-    its interval's ± at the plan's confidence; for a mean (`sd`/`half_width` None), `mean_half_widths` gives
-    the half-range of its interval at each noisy count in `counts`, for a mean at its bounds' midpoint."""
+    its interval's ± at the plan's confidence; for a mean, variance or stddev (`sd`/`half_width` None),
+    `mean_half_widths` gives the half-range of its interval at each noisy count in `counts` — for a mean at its
+    bounds' midpoint, for a spread of values even over the bounds (variance (upper − lower)²/12)."""
 
     metric: str
     kind: str
@@ -63,8 +73,8 @@ class AggregateExplanation:
     def to_arrow(self) -> pa.Table:
         """One row per metric and, for a mean, per noisy count: its sd and interval ± in the metric's units."""
         rows: list[tuple[MetricNoise, int | None, float | None]]
-        rows = [(m, None, m.half_width) for m in self.metrics if m.kind != "mean"]
-        rows += [(m, n, h) for m in self.metrics if m.kind == "mean"
+        rows = [(m, None, m.half_width) for m in self.metrics if not m.counts]
+        rows += [(m, n, h) for m in self.metrics if m.counts
                  for n, h in zip(m.counts, m.mean_half_widths, strict=True)]
         order = {m.metric: i for i, m in enumerate(self.metrics)}
         rows.sort(key=lambda r: order[r[0].metric])
@@ -92,13 +102,16 @@ class AggregateExplanation:
         out.append(f"  each metric's noise on a released key (± at confidence {plan.confidence:g}, its own units):")
         for m in self.metrics:
             what = m.kind + (f"({m.column})" if m.column else "")
-            if m.kind == "mean":
+            if m.counts:
                 mt = next(x for x in plan.metrics if x.name == m.metric)
-                whole = f" (all of [{mt.lower:g}, {mt.upper:g}])"
+                span = (mt.upper or 0) - (mt.lower or 0)
+                top = {"mean": span, "variance": (span / 2) ** 2, "stddev": span / 2}[m.kind]   # its whole range
+                whole = f" (all of [{mt.lower:g}, {mt.upper:g}])" if m.kind == "mean" else " (its whole range)"
                 at = ", ".join(f"none at {n:,} rows (never released: below the threshold)" if math.isnan(h) else
-                               f"±{h:.4g}{whole if h >= ((mt.upper or 0) - (mt.lower or 0)) / 2 else ''} at {n:,} rows"
+                               f"±{h:.4g}{whole if 2 * h >= top * (1 - 1e-12) else ''} at {n:,} rows"
                                for n, h in zip(m.counts, m.mean_half_widths, strict=True))
-                out.append(f"    {m.metric:<12} {what:<18} {at}, for a mean at its bounds' midpoint")
+                out.append(f"    {m.metric:<12} {what:<18} {at}, " + ("for a mean at its bounds' midpoint"
+                           if m.kind == "mean" else "for values spread evenly over the bounds"))
             else:
                 out.append(f"    {m.metric:<12} {what:<18} sd {m.sd:.4g}, ±{m.half_width:.6g}"
                            + (" (the threshold's draw: biased upward on released keys; near the threshold its "
@@ -193,10 +206,10 @@ def _metric_noise(plan: AggregatePlan, counts: tuple[int, ...]) -> list[MetricNo
     included) at noisy counts `counts` and every sum at the grid midpoint's value, so that the numbers agree
     with the release — a count the threshold must pass but does not gets NaN (never released)."""
     sds = {i: sd for link in plan.links for i, sd in zip(link.measures, link.sd, strict=True)}
-    means = _at_midpoint(plan, counts) if any(mt.kind == "mean" for mt in plan.metrics) else {}
+    means = _at_midpoint(plan, counts) if any(mt.kind in ("mean", *SPREADS) for mt in plan.metrics) else {}
     out = []
     for mt in plan.metrics:
-        if mt.kind == "mean":
+        if mt.kind in ("mean", *SPREADS):
             half = (means[f"{mt.name}_high"] - means[f"{mt.name}_low"]) / 2
             if plan.measure(mt.name, "count").tag == THRESHOLD_TAG and plan.threshold is not None:
                 half = np.where(np.array(counts) - (plan.pre_threshold - 1) >= plan.threshold.threshold, half, np.nan)
@@ -214,8 +227,9 @@ def _metric_noise(plan: AggregatePlan, counts: tuple[int, ...]) -> list[MetricNo
 
 def _at_midpoint(plan: AggregatePlan, counts: tuple[int, ...]) -> dict[str, np.ndarray]:
     """`finish`'s columns for keys whose every count measure reads n ∈ `counts` (the threshold's draw: n shifted
-    as it is released, and at least T so that it may be) and whose values sit at their grid's midpoint o (centred
-    sums 0, plain sums o·n: every identity of spec §3.2 holds, so linked estimates equal the draws)."""
+    as it is released, and at least T so that it may be), whose values average their grid's midpoint o (centred
+    sums 0, plain sums o·n: every identity of spec §3.2 holds, so linked estimates equal the draws) and spread
+    as evenly as a uniform on the bounds (sums of squares n·h²/3)."""
     n = np.array(counts, dtype=np.int64)
     noisy: dict[tuple[str, str], np.ndarray] = {}
     for ms in plan.measures:
@@ -223,6 +237,12 @@ def _at_midpoint(plan: AggregatePlan, counts: tuple[int, ...]) -> dict[str, np.n
             x = n
             if ms.tag == THRESHOLD_TAG and plan.threshold is not None:   # never below T: unreleasable there
                 x = np.maximum(n - (plan.pre_threshold - 1), plan.threshold.threshold)
+        elif ms.part == "squares":
+            mt = next(x for x in plan.metrics if x.name == ms.metric)
+            if mt.lower is None or mt.upper is None:
+                raise InternalError("invariant failed: a spread has bounds")
+            lo, hi = grid_bounds(mt.lower, mt.upper, ms.step)
+            x = n * (max(ms.offset - lo, hi - ms.offset) ** 2 // 3)
         elif ms.offset != 0 or ms.part == "centred":
             x = np.zeros_like(n)
         else:

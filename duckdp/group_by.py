@@ -161,7 +161,8 @@ def aggregate(con: Any, table: Any, *, by: str | list[str], user_col: str = "use
               **algo_params: Any) -> Aggregate:
     """Private GROUP BY `by` of `table`: one noisy column per metric for selected or public keys, sorted by key.
 
-    metrics: {name: "users" | "count" | ("sum" | "mean", column, lower, upper)}. keys: a select() algorithm
+    metrics: {name: "users" | "count" | ("sum" | "mean" | "variance" | "stddev", column, lower, upper)}.
+    keys: a select() algorithm
     (it selects on `selection_share` of ρ), "threshold" (Gaussian thresholding of distinct-user counts on
     `selection_share` of ρ, default 0.6, released as the users metric and, with max_rows_per_key=1, as count and
     a not_null column's mean denominator: one truncation, spec §4.2), or public keys (table name, relation,

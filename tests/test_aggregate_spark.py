@@ -288,7 +288,8 @@ ROWS = [(1, "a", H), (1, "b", 3 * H), (2, "a", 5 * H), (2, "b", -7.0), (3, "a", 
         (6, "b", 1.0), (7, "c", 0.5), (7, "b", 2.5), (7, "a", 3.5)]
 PUBLIC = ["a", "b", "c", "nobody"]
 INT_KEYS = {"a": 1, "b": -2, "c": 3, "nobody": 2**40}
-STAGE_METRICS = {"u": "users", "n": "count", "s": ("sum", "v", 0, 4), "m": ("mean", "v", -1, 3)}
+STAGE_METRICS = {"u": "users", "n": "count", "s": ("sum", "v", 0, 4), "m": ("mean", "v", -1, 3),
+                 "w": ("variance", "v", -1, 3)}     # a spread: its centred sum of squares on Spark's exact type
 
 
 def stage_table(integer: bool) -> pa.Table:
@@ -408,9 +409,10 @@ def test_declared_not_null_release_identical(spark):
     table = stage_table(False)
     a, b = both(spark, table, by="item", metrics=STAGE_METRICS, keys=PUBLIC, rho=0.5, delta=1e-6,
                 max_contributions=10, not_null=["v"], seed=4)
-    # the row count (u, n, m's count), s, m's centred sum, and s's own centred sum that links it (spec §3.2)
+    # the row count (u, n, m's and w's count), s, m's (and w's) centred sum, w's sum of squares, and s's own
+    # centred sum that links it (spec §3.2)
     assert [(m.metric, m.part) for m in a.plan.measures] == [("u", "count"), ("s", "sum"), ("m", "sum"),
-                                                             ("s", "centred")]
+                                                             ("w", "squares"), ("s", "centred")]
     assert_identical(a, b)
 
 

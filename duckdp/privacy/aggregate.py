@@ -41,7 +41,8 @@ from .selective import selected_count_interval
 if TYPE_CHECKING:
     from .auto_contributions import AutoChoice
 
-KINDS = ("users", "count", "sum", "mean")
+KINDS = ("users", "count", "sum", "mean", "variance", "stddev")
+SPREADS = ("variance", "stddev")   # kinds read from a centred sum, a count and a centred sum of squares (spec §3.1)
 KEY_MODES = ("select", "threshold", "public")
 # Selections whose weights are distinct-user counts with a novel key at exactly 1 (Gopi et al. journal
 # Thm A.1/A.2): pre-thresholding keeps their proof (spec §pre-thresholding); weighted ones have none.
@@ -70,7 +71,7 @@ THRESHOLD_TAG = 0            # PRF tag of the threshold's draw (keys="threshold"
 
 @dataclass(frozen=True)
 class Metric:
-    """One released column: `kind` in KINDS; sum/mean also read `column`, clipped to [lower, upper]."""
+    """One released column: `kind` in KINDS; sum/mean/variance/stddev also read `column`, clipped to [lower, upper]."""
 
     name: str
     kind: str
@@ -381,7 +382,9 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
     quantity of its own (role "link", spec §3.2): with keys="threshold", m = 1, a declared column and a mean on
     its bounds, `_LINK_COUNT`, an unconditioned row count ("The threshold's count"); with no mean on its bounds
     but a drawn count of exactly its rows (`_count_of_rows`), a centred sum on its bounds ("A count drawn
-    anyway")."""
+    anyway"). A variance or stddev (SPREADS) reads a mean's two quantities on its column and bounds, as a mean
+    does (sharing them with means there), and a centred sum of squares Σ (v' − o)², shared by the spreads on the
+    same (column, lower, upper)."""
     out: dict[tuple, list[tuple[str, str, bool]]] = {}
     rows = _THRESHOLD if threshold and m == 1 else ("count", None)     # the row count's draw
     for mt in metrics:
@@ -392,9 +395,11 @@ def _quantities(metrics: tuple[Metric, ...], m: int, threshold: bool,
             out.setdefault(rows, []).append((mt.name, "count", False))
         elif mt.kind == "sum":
             out.setdefault(("sum", "plain", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", False))
-        else:
+        else:                       # a mean, or a spread: its centred sum and count read as a mean's (is_mean)
             out.setdefault(("sum", "centred", mt.column, mt.lower, mt.upper), []).append((mt.name, "sum", True))
             out.setdefault(_count_of_rows(mt.column, not_null, rows), []).append((mt.name, "count", True))
+            if mt.kind in SPREADS:  # … and a centred sum of squares, shared by spreads on the same column and bounds
+                out.setdefault(("squares", mt.column, mt.lower, mt.upper), []).append((mt.name, "squares", False))
     for key in [k for k in out if k[:2] == ("sum", "plain")]:   # one per distinct sum (identical sums: §3.1)
         col, lower, upper = key[2:]
         centred, owner = ("sum", "centred", col, lower, upper), out[key][0][0]
@@ -590,8 +595,11 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
                                f"noisy count (keys='threshold'), which takes the whole budget")
     shares = _shares(metric_shares, [mt.name for mt in budgeted], free) if budgeted else []
 
-    weights = _quantity_shares(quantities, dict(zip([mt.name for mt in budgeted], shares, strict=True)),
-                               frozenset(declared))
+    # A spread's share goes half to its sum of squares, half to its centred sum and count (split as a mean's):
+    # its error is O(σ_Q/C) + O(h²σ_C/C) + O(h·σ_S/C) per key (spec §3.1), so no part may starve.
+    spreads = {mt.name for mt in budgeted if mt.kind in SPREADS}
+    weights = _quantity_shares(quantities, {mt.name: s / 2 if mt.name in spreads else s
+                                            for mt, s in zip(budgeted, shares, strict=True)}, frozenset(declared))
 
     # Total ρ and the selection's δ (spec §accounting).
     if isinstance(budget, ZCDP):
@@ -608,6 +616,8 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
     sel_rho = parts.pop(0) if selects else None
 
     mean_coverage = None if confidence is None else 1 - (1 - confidence) / 2     # union bound over 2 parts
+    spread_coverage = None if confidence is None else 1 - (1 - confidence) / 3   # … over 3 (S_c, C, Q)
+    spread_names = {mt.name for mt in metric_specs if mt.kind in SPREADS}
     threshold = None
     root = math.sqrt(d0)
     if keys == "threshold":
@@ -630,6 +640,13 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
             tag += 1
             if part == "users":          # a user adds 1 to each of ≤ Δ0 keys: ℓ2 = √Δ0
                 sens = root
+            elif part == "squares":      # ≤ m values (v' − o)² ≤ h² per key: ℓ2 = m·h²·√Δ0, h = max(o − lo, hi − o)
+                if not (owner.lower is not None and owner.upper is not None):
+                    raise InternalError("invariant failed: a spread has bounds")
+                step = grid_step(owner.lower, owner.upper)
+                lo, hi = grid_bounds(owner.lower, owner.upper, step)
+                off = (lo + hi) // 2
+                sens = m * max(off - lo, hi - off) ** 2 * root
             elif part == "count":        # ≤ m rows on each of ≤ Δ0 keys: ℓ2 = m√Δ0
                 sens = m * root
             else:
@@ -645,7 +662,8 @@ def plan_aggregate(budget: Budget, metrics: Any, *, max_contributions: int, max_
             sigma = zcdp_sigma(r, sens)  # σ = Δ/√(2ρ) (Bun & Steinke 2016 Prop. 1.6; CKS20 Prop. 4)
         reads = []
         for name, role, is_mean in readers:
-            cov = None if role == "link" else mean_coverage if is_mean else confidence
+            cov = (None if role == "link" else spread_coverage if name in spread_names
+                   else mean_coverage if is_mean else confidence)
             reads.append(Reading(name, role, cov, None if cov is None else half_width(sigma, cov)))
         measures.append(Measure(owner.name, part, float(sens), sigma, r, step, off, q_tag, reads[0].coverage,
                                 reads[0].half_width, tuple(reads)))
@@ -859,6 +877,47 @@ def mean_interval_between(noisy_sum: np.ndarray, count_low: np.ndarray, count_hi
     return np.clip(low, lower, upper), np.clip(high, lower, upper)
 
 
+def finish_variance(noisy_squares: np.ndarray, noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float,
+                    upper: float, step: float) -> np.ndarray:
+    """Variance = (Q/C − (S_c/C)²)·step² from the noisy centred sum of squares Q, centred sum S_c and count C (the
+    population variance of the bounded values: the offset cancels), clamped to [0, ((upper − lower)/2)²], the
+    range of a variance on [lower, upper]; a uniform's (upper − lower)²/12 where C ≤ 0 (post-processing)."""
+    q, s, c = (np.asarray(x, dtype=np.float64) for x in (noisy_squares, noisy_sum, noisy_count))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        safe = np.where(c > 0, c, 1.0)
+        var = np.where(c > 0, (q / safe - (s / safe) ** 2) * step * step, (upper - lower) ** 2 / 12)
+    return np.clip(var, 0.0, ((upper - lower) / 2) ** 2)
+
+
+def variance_interval(noisy_squares: np.ndarray, noisy_sum: np.ndarray, count_low: np.ndarray,
+                      count_high: np.ndarray, lower: float, upper: float, step: float, squares_half_width: int,
+                      sum_half_width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Interval of the variance from the box [Q̂ ± h_Q] × [Ŝ ± h_S] × [count_low, count_high] (each at 1 − (1 − c)/3:
+    all three hold with probability ≥ c): the range of g = Q/C − S²/C² over the box, clamped; [0, (range/2)²] where
+    the box reaches C ≤ 0. g grows with Q and falls with |S|; in C it rises up to C* = 2S²/Q then falls (Q > 0) or
+    only rises (Q ≤ 0), so its maximum is at Q's top, the S nearest 0 and C at C* clamped to the count's
+    interval, its minimum at Q's bottom, the largest |S| and one of the count's ends."""
+    q, s = np.asarray(noisy_squares, dtype=np.float64), np.asarray(noisy_sum, dtype=np.float64)
+    c1, c2 = np.asarray(count_low, dtype=np.float64), np.asarray(count_high, dtype=np.float64)
+    q1, q2, s1, s2 = q - squares_half_width, q + squares_half_width, s - sum_half_width, s + sum_half_width
+    near = np.where((s1 <= 0) & (s2 >= 0), 0.0, np.minimum(np.abs(s1), np.abs(s2)))
+    far = np.maximum(np.abs(s1), np.abs(s2))
+    bounded = c1 > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a, b = np.where(bounded, c1, 1.0), np.where(bounded, c2, 1.0)
+
+        def g(qv: np.ndarray, sv: np.ndarray, cv: np.ndarray) -> np.ndarray:
+            return qv / cv - (sv / cv) ** 2
+
+        peak = np.clip(np.where(q2 > 0, 2 * near**2 / np.where(q2 > 0, q2, 1.0), b), a, b)
+        high = np.maximum.reduce([g(q2, near, a), g(q2, near, b), g(q2, near, peak)])
+        low = np.minimum(g(q1, far, a), g(q1, far, b))
+    top = ((upper - lower) / 2) ** 2
+    low = np.where(bounded, np.clip(low * step * step, 0.0, top), 0.0)
+    high = np.where(bounded, np.clip(high * step * step, 0.0, top), top)
+    return low, high
+
+
 def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> dict[str, np.ndarray]:
     """Released columns (name, then name_low/name_high with confidence) from each measure's noisy integers
     per key (keyed by the measure's (metric, part)), in the keys' (sorted) order: a function of the noisy
@@ -893,6 +952,22 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
         return ms, rd, x
 
     for mt in plan.metrics:
+        if mt.kind in SPREADS:
+            if not (mt.lower is not None and mt.upper is not None):
+                raise InternalError("invariant failed: a spread has bounds")
+            (ms, rs, s), (mc, rc, c) = read(mt.name, "sum", exact=False), read(mt.name, "count", exact=False)
+            _, rq, q = read(mt.name, "squares")
+            var = finish_variance(q, s, c, mt.lower, mt.upper, ms.step)
+            out[mt.name] = var if mt.kind == "variance" else np.sqrt(var)
+            if plan.confidence is not None:
+                if rs.half_width is None or rq.half_width is None:
+                    raise InternalError("invariant failed: a spread's readings have half-widths")
+                c_lo, c_hi = selected(mc, rc, c)       # the threshold's draw: its interval given the release
+                lo, hi = variance_interval(q, s, c_lo, c_hi, mt.lower, mt.upper, ms.step, rq.half_width,
+                                           rs.half_width)
+                out[f"{mt.name}_low"], out[f"{mt.name}_high"] = (lo, hi) if mt.kind == "variance" \
+                    else (np.sqrt(lo), np.sqrt(hi))
+            continue
         if mt.kind == "mean":
             if not (mt.lower is not None and mt.upper is not None):
                 raise InternalError("invariant failed: mt.lower is not None and mt.upper is not None")

@@ -127,7 +127,8 @@ def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect,
     would follow the order rows arrive in (other users' rows, the threads), elsewhere by the hash alone (its
     faster path).
     With m > 1: `_dp_n` rows, `_dp_n<j>` kept rows with a value (a mean's count) and, per sum measure i,
-    `_dp_s<i>` = Σ over the kept rows (row number `_dp_r<j>` ≤ m) of the value's grid integer. Per key
+    `_dp_s<i>` = Σ over the kept rows (row number `_dp_r<j>` ≤ m) of the value's grid integer (squared for a
+    spread's sum of squares, part "squares"). Per key
     [agg_measures.sql]: `measures` sums those over the key's kept pairs (distinct users = kept pairs; rows =
     Σ min(_dp_n, m)), the grid integer being round_half_even(clip(v)/step) − offset, and `coalesced` gives each
     `_dp_m<i>` (i its index in plan.measures) as a saturated BIGINT, 0 for keys without pairs. Every fragment
@@ -173,6 +174,8 @@ def measure_idents(plan: AggregatePlan, keys: str, dialect: Dialect,
                     mid = sum(grid_bounds(mt.lower, mt.upper, ms.step)) // 2   # (exact; a mean's offset, so it adds
                     x = f"coalesce(CAST({x} AS DOUBLE), {_lit(mid * ms.step)})"   # 0 to its centred sum)
                 grid = _grid(x, mt.lower, mt.upper, ms.step, ms.offset, dialect)
+                if ms.part == "squares":     # a spread's Σ (v' − o)²: ≤ 2³² per row, exact in the engine's type
+                    grid = f"({grid}) * ({grid})"
                 if m == 1:
                     expr = f"sum({grid})" + ("" if declared else f" FILTER (WHERE _dp_x{j} IS NOT NULL)")
                 else:
