@@ -136,8 +136,9 @@ def explain_aggregate(metrics: dict, *, keys: str = "adaptive_sips", epsilon: fl
     the budget split), what a key needs to be released, and each metric's noise as an interval ± at `confidence`.
 
     keys: a select() mechanism, "threshold", or "public" (a public key set: which keys it holds changes no
-    number here). `counts`: the noisy counts a mean's interval is shown at. `keys_per_user`: the selection
-    table's rows, as in `duckdp.explain`. The other arguments are `aggregate`'s, checked as it checks them.
+    number here). `counts`: the noisy counts a mean's, variance's or stddev's interval is shown at.
+    `keys_per_user`: the selection table's rows, as in `duckdp.explain`. The other arguments are `aggregate`'s,
+    checked as it checks them.
     """
     if not isinstance(keys, str):
         raise InvalidParameter("keys must be a select() mechanism, 'threshold' or 'public' here: which public keys "
