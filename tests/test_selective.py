@@ -32,17 +32,30 @@ def _reference(y: int, t: int, sigma: float, coverage: float, h: int) -> tuple[i
 
     kept = [c for c in range(1, y + h + 4)
             if tail(y - c) / tail(t - c) >= alpha2 and 1 - tail(y + 1 - c) / tail(t - c) >= alpha2]
+    if not kept:                                             # y too low for every c ≥ 1: [1, y] (a superset)
+        return 1, y
     assert kept == list(range(kept[0], kept[-1] + 1))        # an interval, as monotone likelihood ratio says
     return kept[0], kept[-1]
 
 
-@pytest.mark.parametrize("sigma,t,coverage", [(2.5, 9, 0.9), (7.0, 30, 0.95), (7.0, 30, 0.5), (30.123, 150, 0.95)])
+@pytest.mark.parametrize("sigma,t,coverage", [(2.5, 9, 0.9), (7.0, 30, 0.95), (7.0, 30, 0.5), (30.123, 150, 0.95),
+                                              (60.0, 40, 0.95)])   # σ² ≫ T/α: y near T is low for every c
 def test_the_interval_is_the_brute_force_inversion(sigma, t, coverage):
     h = half_width(sigma, coverage)
     ys = np.array(sorted({t, t + 1, t + 2, t + int(sigma), t + int(3 * sigma), t + int(6 * sigma)}))
     lo, hi = selected_count_interval(ys, t, sigma, coverage, h)
     for y, a, b in zip(ys.tolist(), lo.tolist(), hi.tolist(), strict=True):
         assert (a, b) == _reference(y, t, sigma, coverage, h), (y, sigma)
+
+
+def test_an_empty_set_is_reported_as_at_most_the_count():
+    """σ = 5000, T = 30000 (a small budget): a released y within ~20 of T is below every c's α/2 quantile given
+    release, so the test keeps no c; the interval is [1, y], not a point."""
+    sigma, t = 5000.0, 30000
+    h = half_width(sigma, 0.95)
+    lo, hi = selected_count_interval(np.array([t, t + 5, t + 3 * int(sigma)]), t, sigma, 0.95, h)
+    assert (lo[:2].tolist(), hi[:2].tolist()) == ([1, 1], [t, t + 5])
+    assert 1 < lo[2] < t + 3 * sigma < hi[2]
 
 
 def test_far_above_the_threshold_it_is_the_noises_interval():

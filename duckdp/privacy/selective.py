@@ -13,6 +13,10 @@ gives an interval [c_lo, c_hi] (the first condition holds from some c on, the se
 P[c ∈ C(Y) | Y ≥ T] ≥ 1 − α for every c: each tail is rejected with conditional probability ≤ α/2 (a discrete
 law's tail at its own α/2 quantile). Post-processing of y, T and σ only (Dwork & Roth Prop. 2.1).
 
+C(y) can be empty: where σ² ≫ T/α, a y just above T is unlikely under every c ≥ 1 (given release, c + Z exceeds
+T by ~σ²/(T − c) on average), so no c passes the second test. Any superset of a confidence set is one, and [1, y]
+is reported there — "at most the released count", which the upward bias of a released count suggests.
+
 Far above the threshold the condition changes nothing representable: for c ≥ T + 40σ, P[Y < T] < e^{−800}, so
 keys with y − h ≥ T + 40σ get y ± h, where h (privacy/aggregate.py `half_width`) is exactly the unconditional
 inversion's half-width. The others are searched over c ∈ [1, y + h] (conditioning only lowers the upper end and
@@ -62,15 +66,15 @@ def selected_count_interval(y: np.ndarray, threshold: int, sigma: float, coverag
         ok = upper(np.maximum(mid, 1)) >= alpha2
         right, left = np.where(ok, mid, right), np.where(ok, left, mid)
     c_lo = np.maximum(right, 1)
-    # c_hi: the greatest c in [1, y + h] with lower(c) ≥ α/2 (1 where none: the hull below stays an interval)
+    # c_hi: the greatest c in [1, y + h] with lower(c) ≥ α/2; where none, C(y) is empty and [1, y] is reported
     left, right = np.ones_like(yn), yn + half_width + 1   # lower(left) ≥ α/2 (or left = 1); lower(right) < α/2
     ok1 = lower(left) >= alpha2
     while np.any(right - left > 1):
         mid = (left + right) // 2
         ok = lower(mid) >= alpha2
         left, right = np.where(ok, mid, left), np.where(ok, right, mid)
-    c_hi = np.where(ok1, left, 1)
-    lo[near], hi[near] = np.minimum(c_lo, c_hi), np.maximum(c_lo, c_hi)
+    c_lo, c_hi = np.where(ok1, c_lo, 1), np.where(ok1, left, yn)
+    lo[near], hi[near] = np.minimum(c_lo, c_hi), np.maximum(c_lo, c_hi)     # (the hull where c_lo > c_hi: σ ≪ 1)
     return lo, hi
 
 
