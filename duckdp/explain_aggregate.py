@@ -212,10 +212,11 @@ def _metric_noise(plan: AggregatePlan, counts: tuple[int, ...]) -> list[MetricNo
     for mt in plan.metrics:
         if mt.kind in ("mean", *SPREADS):
             half = (means[f"{mt.name}_high"] - means[f"{mt.name}_low"]) / 2
-            if plan.measure(mt.name, "count").tag == THRESHOLD_TAG and plan.threshold is not None:
+            on_threshold = plan.measure(mt.name, "count").tag == THRESHOLD_TAG
+            if on_threshold and plan.threshold is not None:
                 half = np.where(np.array(counts) - (plan.pre_threshold - 1) >= plan.threshold.threshold, half, np.nan)
             out.append(MetricNoise(mt.name, mt.kind, mt.column, None, None, counts, tuple(float(h) for h in half),
-                                   plan.measure(mt.name, "count").tag == THRESHOLD_TAG))
+                                   on_threshold))
             continue
         ms, rd = plan.measure(mt.name, mt.kind), plan.reading(mt.name, mt.kind)
         unit = ms.step if mt.kind == "sum" else 1.0

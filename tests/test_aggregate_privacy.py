@@ -326,7 +326,7 @@ def test_finish_mean_clamps_and_handles_non_positive_counts():
 
 
 def test_mean_interval_falls_back_to_the_range_when_the_count_may_be_zero():
-    lo, hi = mean_interval(np.array([0, 0]), np.array([5, 50]), 1.0, 5.0, 1.0, 3, 10, 5)
+    lo, hi = mean_interval(np.array([0, 0]), np.array([5, 50]) - 5, np.array([5, 50]) + 5, 1.0, 5.0, 1.0, 3, 10)
     assert (lo[0], hi[0]) == (1.0, 5.0)
     assert lo[1] == pytest.approx(3 - 10 / 45) and hi[1] == pytest.approx(3 + 10 / 45)
 

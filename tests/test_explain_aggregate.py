@@ -13,7 +13,7 @@ from reference_discrete import tail_probability
 import duckdp
 from duckdp.cli import main
 from duckdp.errors import InvalidParameter
-from duckdp.privacy.aggregate import mean_interval_between
+from duckdp.privacy.aggregate import mean_interval
 from duckdp.privacy.selective import selected_count_interval
 
 METRICS = {"raters": "users", "ratings": "count", "stars": ("sum", "rating", 1, 5), "avg": ("mean", "rating", 1, 5)}
@@ -142,5 +142,5 @@ def test_a_threshold_read_means_interval_is_the_releases_given_the_threshold():
     assert m.threshold_draw and np.isnan(m.mean_half_widths[0]) and "never released" in str(ex)
     y = np.array([200, 5000])
     c_lo, c_hi = selected_count_interval(y, t.threshold, t.sigma, rc.coverage, rc.half_width)
-    lo, hi = mean_interval_between(np.zeros(2), c_lo, c_hi, 1.0, 5.0, ms.step, ms.offset, rs.half_width)
+    lo, hi = mean_interval(np.zeros(2), c_lo, c_hi, 1.0, 5.0, ms.step, ms.offset, rs.half_width)
     assert np.allclose(m.mean_half_widths[1:], (hi - lo) / 2, rtol=1e-12)

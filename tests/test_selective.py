@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import duckdp
-from duckdp.privacy.aggregate import finish, half_width, mean_interval_between, plan_aggregate
+from duckdp.privacy.aggregate import finish, half_width, mean_interval, plan_aggregate
 from duckdp.privacy.budget import ZCDP
 from duckdp.privacy.selective import FAR, selected_count_interval
 
@@ -125,6 +125,6 @@ def test_a_mean_dividing_by_the_threshold_count_uses_its_conditional_interval():
     s = np.array([-1000, 250_000, 0])
     out = finish(plan, {("n", "users"): y, ("m", "sum"): s})
     c_lo, c_hi = selected_count_interval(y, th.threshold, th.sigma, rc.coverage, rc.half_width)
-    lo, hi = mean_interval_between(s, c_lo, c_hi, 0.0, 4.0, ms.step, ms.offset, rs.half_width)
+    lo, hi = mean_interval(s, c_lo, c_hi, 0.0, 4.0, ms.step, ms.offset, rs.half_width)
     assert out["m_low"].tolist() == lo.tolist() and out["m_high"].tolist() == hi.tolist()
     assert c_lo[0] < y[0] - rc.half_width and (c_lo[2], c_hi[2]) == (y[2] - rc.half_width, y[2] + rc.half_width)

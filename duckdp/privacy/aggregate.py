@@ -852,19 +852,11 @@ def finish_mean(noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float, up
     return np.clip(mean, lower, upper)
 
 
-def mean_interval(noisy_sum: np.ndarray, noisy_count: np.ndarray, lower: float, upper: float, step: float, offset: int,
-                  sum_half_width: int, count_half_width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Interval of the mean from the boxes [Ŝ ± h_S] × [Ĉ ± h_C] (each at 1 − (1 − c)/2, so both hold with
-    probability ≥ c): the range of offset + S/C over the box, clamped; [lower, upper] if C ≤ 0 fits."""
-    count = np.asarray(noisy_count, dtype=np.float64)
-    return mean_interval_between(noisy_sum, count - count_half_width, count + count_half_width, lower, upper, step,
-                                 offset, sum_half_width)
-
-
-def mean_interval_between(noisy_sum: np.ndarray, count_low: np.ndarray, count_high: np.ndarray, lower: float,
-                          upper: float, step: float, offset: int, sum_half_width: int) -> tuple[np.ndarray, np.ndarray]:
-    """`mean_interval` with the count's interval given per key, [count_low, count_high] (keys="threshold"'s
-    conditional one, privacy/selective.py): the range of offset + S/C over [Ŝ ± h_S] × [count_low, count_high]."""
+def mean_interval(noisy_sum: np.ndarray, count_low: np.ndarray, count_high: np.ndarray, lower: float, upper: float,
+                  step: float, offset: int, sum_half_width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Interval of the mean from the box [Ŝ ± h_S] × [count_low, count_high] (each at 1 − (1 − c)/2, so both hold
+    with probability ≥ c; the count's interval Ĉ ± h_C, or keys="threshold"'s given the release, privacy/selective.py):
+    the range of offset + S/C over the box, clamped; [lower, upper] if C ≤ 0 fits."""
     hs = float(sum_half_width)                                      # the box's four corners per key:
     s = np.asarray(noisy_sum, dtype=np.float64)[:, None] + np.array([-hs, -hs, hs, hs])
     lo_c, hi_c = np.asarray(count_low, dtype=np.float64), np.asarray(count_high, dtype=np.float64)
@@ -971,20 +963,14 @@ def finish(plan: AggregatePlan, noisy: Mapping[tuple[str, str], np.ndarray]) -> 
         if mt.kind == "mean":
             if not (mt.lower is not None and mt.upper is not None):
                 raise InternalError("invariant failed: mt.lower is not None and mt.upper is not None")
-            (ms, rs, s), (_, rc, c) = read(mt.name, "sum", exact=False), read(mt.name, "count", exact=False)
+            (ms, rs, s), (mc, rc, c) = read(mt.name, "sum", exact=False), read(mt.name, "count", exact=False)
             out[mt.name] = finish_mean(s, c, mt.lower, mt.upper, ms.step, ms.offset)
             if plan.confidence is not None:
-                if not (rs.half_width is not None and rc.half_width is not None):
+                if rs.half_width is None:
                     raise InternalError("invariant failed: both halves of a mean have half-widths")
-                mc = plan.measure(mt.name, "count")
-                if mc.tag == THRESHOLD_TAG:     # the count's interval given the release (exact integers)
-                    c_lo, c_hi = selected(mc, rc, np.asarray(c, dtype=np.int64))
-                    lo, hi = mean_interval_between(s, c_lo, c_hi, mt.lower, mt.upper, ms.step, ms.offset,
-                                                   rs.half_width)
-                else:
-                    lo, hi = mean_interval(s, c, mt.lower, mt.upper, ms.step, ms.offset, rs.half_width,
-                                           rc.half_width)
-                out[f"{mt.name}_low"], out[f"{mt.name}_high"] = lo, hi
+                c_lo, c_hi = selected(mc, rc, c)       # C ± h_C, or the threshold's interval given the release
+                out[f"{mt.name}_low"], out[f"{mt.name}_high"] = mean_interval(
+                    s, c_lo, c_hi, mt.lower, mt.upper, ms.step, ms.offset, rs.half_width)
             continue
         ms, rd, x = read(mt.name, mt.kind)
         if mt.kind == "sum":
